@@ -1,0 +1,50 @@
+"""Generation settings, shared by the command line, the Space and the benchmark."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+MODES = ("autoregressive", "speculative")
+DRAFTERS = ("draft-model", "prompt-lookup")
+PRECISIONS = ("f32", "default")
+
+
+@dataclass
+class GenerationConfig:
+    max_new_tokens: int = 128  # stop after this many new tokens
+    temperature: float = 0.0  # 0 means greedy decoding
+    top_k: int = 0  # keep only the k most likely tokens; 0 keeps all
+    top_p: float = 1.0  # nucleus sampling mass; 1.0 keeps all
+    seed: int | None = None  # seeds sampling (and speculative acceptance) for reproducible runs
+    num_assistant_tokens: int = 4  # K: tokens drafted per target call (the starting K when dynamic)
+    dynamic_k: bool = True  # adapt K to acceptance and fall back to plain steps when drafting does not pay
+    max_assistant_tokens: int = 16  # upper bound for dynamic K
+    prompt_lookup_max_ngram: int = 3  # longest n-gram prompt lookup matches on
+    stop_strings: tuple[str, ...] = field(default_factory=tuple)  # stop when the text contains one of these
+    chat: bool = True  # wrap the prompt in the tokenizer's chat template when it has one
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validate(self) -> "GenerationConfig":
+        """Raise ValueError naming the offending value; return self for chaining."""
+        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= 8192:
+            raise ValueError(f"max_new_tokens must be an integer from 1 to 8192, got {self.max_new_tokens!r}")
+        if not 0.0 <= self.temperature <= 10.0:
+            raise ValueError(f"temperature must be between 0 and 10, got {self.temperature!r}")
+        if not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be a non-negative integer, got {self.top_k!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.num_assistant_tokens, int) or not 1 <= self.num_assistant_tokens <= 64:
+            raise ValueError(f"num_assistant_tokens (K) must be an integer from 1 to 64, got {self.num_assistant_tokens!r}")
+        if self.max_assistant_tokens < self.num_assistant_tokens:
+            raise ValueError(
+                f"max_assistant_tokens ({self.max_assistant_tokens}) must be at least "
+                f"num_assistant_tokens ({self.num_assistant_tokens})"
+            )
+        if not 1 <= self.prompt_lookup_max_ngram <= 16:
+            raise ValueError(f"prompt_lookup_max_ngram must be from 1 to 16, got {self.prompt_lookup_max_ngram!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        return self

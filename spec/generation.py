@@ -1,0 +1,120 @@
+"""What both decoding loops share: stopping rules, incremental detokenizing and running stats."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+from spec.config import GenerationConfig
+from spec.metrics import Stats
+
+# Provenance of a token, as the speculative pane colours it.
+TARGET = "target"  # a plain target step (no draft)
+ACCEPTED = "accepted"  # a draft token the target kept
+CORRECTION = "correction"  # the target's replacement for the first rejected draft token
+BONUS = "bonus"  # the target's extra token after all K drafts were kept
+
+
+@dataclass
+class Step:
+    token_ids: list[int]  # tokens this step added
+    kinds: list[str]  # provenance of each token
+    pieces: list[tuple[str, str]]  # (text, kind) in order; text is only ever whole UTF-8 characters
+    text: str  # all text of this step (the pieces joined)
+    stats: Stats  # running statistics after this step (shared, updated in place)
+    finished: bool
+
+
+class IncrementalDetokenizer:
+    """Decodes a growing token list piece by piece, holding back incomplete UTF-8 sequences."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+        self._ids: list[int] = []
+        self._prefix = 0  # start of the window re-decoded for context (keeps spacing right)
+        self._read = 0  # tokens already turned into text
+
+    def push(self, token_id: int) -> str:
+        self._ids.append(token_id)
+        before = self._decode(self._ids[self._prefix : self._read])
+        after = self._decode(self._ids[self._prefix :])
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self._prefix, self._read = self._read, len(self._ids)
+            return after[len(before) :]
+        return ""
+
+    def _decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+
+class Generation:
+    """Bookkeeping for one generation: emits Steps, applies EOS / stop strings / max_new_tokens."""
+
+    def __init__(self, tokenizer, prompt_ids: Sequence[int], config: GenerationConfig, eos_token_ids: set[int]):
+        self.prompt_ids = list(prompt_ids)
+        self.config = config
+        self.eos_token_ids = eos_token_ids
+        self.token_ids: list[int] = []
+        self.text = ""
+        self.stats = Stats(prompt_tokens=len(self.prompt_ids))
+        self._detokenizer = IncrementalDetokenizer(tokenizer)
+        self._started = time.perf_counter()
+
+    @property
+    def remaining(self) -> int:
+        return self.config.max_new_tokens - len(self.token_ids)
+
+    def emit(self, token_ids: Sequence[int], kinds: Sequence[str]) -> Step:
+        """Record the tokens a step produced, cut at the first stopping point, and report them."""
+        kept_ids, kept_kinds, pieces = [], [], []
+        stop_reason = None
+        for token, kind in zip(token_ids, kinds):
+            if token in self.eos_token_ids:
+                stop_reason = "eos"
+                break
+            kept_ids.append(int(token))
+            kept_kinds.append(kind)
+            piece = self._detokenizer.push(int(token))
+            if piece:
+                pieces.append((piece, kind))
+                self.text += piece
+            stop_reason = self._stop_string_reached(piece) or (
+                "max_new_tokens" if len(self.token_ids) + len(kept_ids) >= self.config.max_new_tokens else None
+            )
+            if stop_reason:
+                break
+        self.token_ids += kept_ids
+        now = time.perf_counter()
+        self.stats.new_tokens = len(self.token_ids)
+        self.stats.seconds = now - self._started
+        if self.stats.ttft_seconds is None and kept_ids:
+            self.stats.ttft_seconds = now - self._started
+        self.stats.stop_reason = stop_reason
+        if stop_reason == "stop_string":
+            pieces = self._cut_at_stop_string(pieces)
+        return Step(kept_ids, kept_kinds, pieces, "".join(text for text, _ in pieces), self.stats, stop_reason is not None)
+
+    def cancel(self) -> Step:
+        """The final Step of a generation stopped from outside."""
+        self.stats.stop_reason = "cancelled"
+        self.stats.seconds = time.perf_counter() - self._started
+        return Step([], [], [], "", self.stats, True)
+
+    def _stop_string_reached(self, piece: str) -> str | None:
+        if piece and any(s in self.text[-(len(s) + len(piece)) :] for s in self.config.stop_strings):
+            return "stop_string"
+        return None
+
+    def _cut_at_stop_string(self, pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """Drop the text from the stop string on, both from the total and from this step's pieces."""
+        cut = min(i for i in (self.text.find(s) for s in self.config.stop_strings) if i >= 0)
+        removed = len(self.text) - cut
+        self.text = self.text[:cut]
+        out = []
+        for text, kind in reversed(pieces):
+            if removed >= len(text):
+                removed -= len(text)
+                continue
+            out.append((text[: len(text) - removed], kind))
+            removed = 0
+        return list(reversed(out))

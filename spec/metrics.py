@@ -1,0 +1,46 @@
+"""Running statistics of one generation, as shown under each pane and printed by --json."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Stats:
+    new_tokens: int = 0  # tokens generated after the prompt
+    seconds: float = 0.0  # wall time from the start of prefill to the latest token
+    ttft_seconds: float | None = None  # time to first token (prefill + first step)
+    prompt_tokens: int = 0
+    target_calls: int = 0  # target forward passes, prefill included (each may verify several tokens)
+    drafted: int = 0  # draft tokens proposed
+    accepted: int = 0  # draft tokens the target kept
+    plain_steps: int = 0  # target calls made without a draft (dynamic K fell back, or no proposal)
+    target_seconds: float = 0.0  # time spent in target calls (prefill excluded)
+    draft_seconds: float = 0.0  # time spent drafting
+    accepted_histogram: list[int] = field(default_factory=list)  # [n] = target calls that kept n draft tokens
+    stop_reason: str | None = None  # "eos", "stop_string", "max_new_tokens", "cancelled"
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_target_call(self) -> float:
+        return self.new_tokens / self.target_calls if self.target_calls else 0.0
+
+    def record_round(self, accepted: int) -> None:
+        if len(self.accepted_histogram) <= accepted:
+            self.accepted_histogram.extend([0] * (accepted + 1 - len(self.accepted_histogram)))
+        self.accepted_histogram[accepted] += 1
+
+    def as_dict(self) -> dict:
+        out = asdict(self)
+        out.update(
+            tokens_per_second=self.tokens_per_second,
+            acceptance_rate=self.acceptance_rate,
+            tokens_per_target_call=self.tokens_per_target_call,
+        )
+        return out

@@ -1,0 +1,140 @@
+"""The one module that touches OpenVINO: compiling models and owning their KV-cache state.
+
+A compiled model is shared by every session; each generation gets its own infer request (and so
+its own KV cache). Rolling back rejected tokens means trimming every state variable along its
+sequence axis, which is found from the model rather than assumed.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import openvino as ov
+
+# "f32" pins both compute and KV cache to f32: a K-token verify call and one-by-one decoding then
+# agree exactly. "default" lets the device choose (bf16 with a compressed cache on AMX CPUs).
+_PRECISION_CONFIG = {
+    "f32": {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"},
+    "default": {},
+}
+
+_core: ov.Core | None = None
+_core_lock = threading.Lock()
+
+
+def core() -> ov.Core:
+    """The process-wide OpenVINO Core (cheap to share, expensive to create)."""
+    global _core
+    with _core_lock:
+        if _core is None:
+            _core = ov.Core()
+        return _core
+
+
+class CompiledLM:
+    """A compiled stateful causal LM plus what its KV cache needs: each state's sequence axis."""
+
+    def __init__(self, compiled: ov.CompiledModel, state_axes: dict[str, int], vocab_size: int):
+        self.compiled = compiled
+        self.state_axes = state_axes
+        self.vocab_size = vocab_size  # width of the logits, possibly padded past the tokenizer's vocabulary
+        self.input_names = {name for port in compiled.inputs for name in port.get_names()}
+
+    def new_cache(self) -> "StatefulLM":
+        """A fresh infer request: a KV cache of its own, so sessions never share one."""
+        return StatefulLM(self)
+
+
+def compile_model(xml: Path, precision: str = "default", device: str = "CPU", cache_dir: Path | None = None) -> CompiledLM:
+    """Compile a stateful causal-LM IR; `cache_dir` lets OpenVINO reuse the compiled blob across runs."""
+    if precision not in _PRECISION_CONFIG:
+        raise ValueError(f"precision must be one of {sorted(_PRECISION_CONFIG)}, got {precision!r}")
+    config = {"PERFORMANCE_HINT": "LATENCY", **_PRECISION_CONFIG[precision]}
+    if cache_dir is not None:
+        config["CACHE_DIR"] = str(cache_dir)
+    model = core().read_model(str(xml))
+    _check_stateful(model, xml)
+    axes = _sequence_axes(model)
+    vocab_size = model.outputs[0].get_partial_shape()[-1]
+    if vocab_size.is_dynamic:
+        raise ValueError(f"{xml} has a dynamic vocabulary dimension in its logits")
+    return CompiledLM(core().compile_model(model, device, config), axes, vocab_size.get_length())
+
+
+def _check_stateful(model: ov.Model, xml: Path) -> None:
+    names = {name for port in model.inputs for name in port.get_names()}
+    missing = {"input_ids", "attention_mask"} - names
+    if missing or not model.get_sinks():
+        raise ValueError(
+            f"{xml} is not a stateful causal-LM IR (missing inputs {sorted(missing)} or KV-cache state); "
+            "export it with task text-generation-with-past"
+        )
+
+
+def _sequence_axes(model: ov.Model) -> dict[str, int]:
+    """Each state variable's sequence axis: the dynamic dimension that is not the batch (axis 0)."""
+    axes = {}
+    for op in model.get_ops():
+        if op.get_type_name() != "ReadValue":
+            continue
+        shape = op.get_output_partial_shape(0)
+        dynamic = [axis for axis in range(1, len(shape)) if shape[axis].is_dynamic]
+        if len(dynamic) != 1:
+            raise ValueError(f"cannot find the sequence axis of state {op.get_variable_id()} with shape {shape}")
+        axes[op.get_variable_id()] = dynamic[0]
+    return axes
+
+
+class StatefulLM:
+    """One KV cache over a compiled model: feed tokens, get logits, trim back after a rejection.
+
+    `length` is how many tokens the cache holds; `forward` appends to it.
+    """
+
+    def __init__(self, model: CompiledLM):
+        self._request = model.compiled.create_infer_request()
+        self._axes = model.state_axes
+        self._has_positions = "position_ids" in model.input_names
+        self._has_beam_idx = "beam_idx" in model.input_names
+        self._beam_idx = np.zeros(1, dtype=np.int32)
+        self.length = 0
+
+    def forward(self, token_ids: Sequence[int]) -> np.ndarray:
+        """Append `token_ids` to the cache; return their logits, shape (len(token_ids), vocab)."""
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
+        n = ids.shape[1]
+        if n == 0:
+            raise ValueError("forward needs at least one token")
+        inputs = {"input_ids": ids, "attention_mask": np.ones((1, self.length + n), dtype=np.int64)}
+        if self._has_positions:
+            inputs["position_ids"] = np.arange(self.length, self.length + n, dtype=np.int64).reshape(1, -1)
+        if self._has_beam_idx:
+            inputs["beam_idx"] = self._beam_idx
+        self._request.infer(inputs, share_inputs=True, share_outputs=True)
+        self.length += n
+        # Copy: the output buffer is reused by the next call.
+        return np.array(self._request.get_output_tensor(0).data[0], dtype=np.float32)
+
+    def trim(self, length: int) -> None:
+        """Roll the cache back to its first `length` tokens (drop rejected tokens)."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot trim a cache of {self.length} tokens to {length}")
+        if length == self.length:
+            return
+        if length == 0:
+            self.reset()
+            return
+        for state in self._request.query_state():
+            axis = self._axes[state.name]
+            data = state.state.data
+            index = [slice(None)] * data.ndim
+            index[axis] = slice(0, length)
+            state.state = ov.Tensor(np.ascontiguousarray(data[tuple(index)]))
+        self.length = length
+
+    def reset(self) -> None:
+        """Empty the cache for a new prompt."""
+        self._request.reset_state()
+        self.length = 0

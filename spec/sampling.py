@@ -1,0 +1,81 @@
+"""Logits to probabilities: the transforms (temperature, top-k, top-p) applied alike to p and q.
+
+Applying the same transforms to the target (p) and the draft (q) is what makes speculative
+sampling follow the transformed target distribution exactly. Greedy decoding is the limit
+temperature -> 0: a one-hot distribution on the argmax, so the acceptance rule needs no special case.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def probabilities(logits: np.ndarray, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> np.ndarray:
+    """Row-wise distribution over the vocabulary for logits of shape (rows, vocab)."""
+    logits = np.atleast_2d(logits)
+    if temperature == 0.0:
+        probs = np.zeros(logits.shape, dtype=np.float64)
+        probs[np.arange(len(logits)), logits.argmax(axis=-1)] = 1.0
+        return probs
+    scaled = logits.astype(np.float64) / temperature
+    if 0 < top_k < scaled.shape[-1]:
+        kth = np.partition(scaled, -top_k, axis=-1)[:, -top_k, None]
+        scaled = np.where(scaled < kth, -np.inf, scaled)
+    scaled -= scaled.max(axis=-1, keepdims=True)
+    probs = np.exp(scaled)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    if top_p < 1.0:
+        probs = np.stack([_nucleus(row, top_p) for row in probs])
+    return probs
+
+
+def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
+    """Keep the smallest set of most likely tokens whose mass reaches top_p (ties broken by id)."""
+    # Sorting the whole vocabulary per row is the slow part; the nucleus lies within the tokens
+    # above any threshold whose tokens already hold top_p of the mass, so sort only those.
+    threshold = probs.max() * 1e-3
+    while True:
+        candidates = np.flatnonzero(probs >= threshold)
+        if probs[candidates].sum() >= top_p or threshold == 0.0:
+            break
+        threshold = threshold * 1e-3 if threshold > 1e-30 else 0.0
+    order = candidates[np.argsort(-probs[candidates], kind="stable")]
+    cumulative = np.cumsum(probs[order])
+    keep = order[: int(np.searchsorted(cumulative, top_p)) + 1]
+    out = np.zeros_like(probs)
+    out[keep] = probs[keep]
+    return out / out.sum()
+
+
+def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
+    """Draw one token id from a distribution (deterministic for one-hot rows)."""
+    cumulative = np.cumsum(probs)
+    u = rng.random() * cumulative[-1]
+    return int(min(np.searchsorted(cumulative, u, side="right"), len(probs) - 1))
+
+
+class Sampler:
+    """Turns a model's logits into tokens under one GenerationConfig, restricted to the real vocabulary.
+
+    Models may pad their embedding past the tokenizer (e.g. 151936 vs 152064): only the first
+    `vocab_size` logits are used, so no id outside the shared vocabulary is ever proposed or sampled.
+    """
+
+    def __init__(self, temperature: float, top_k: int, top_p: float, vocab_size: int, rng: np.random.Generator):
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+        self.vocab_size = vocab_size
+        self.rng = rng
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def distribution(self, logits: np.ndarray) -> np.ndarray:
+        """Probabilities per row of logits, shape (rows, vocab_size)."""
+        return probabilities(np.atleast_2d(logits)[:, : self.vocab_size], self.temperature, self.top_k, self.top_p)
+
+    def next_token(self, logits_row: np.ndarray) -> tuple[int, np.ndarray | None]:
+        """The next token and the distribution it was drawn from (None when greedy: a point mass)."""
+        if self.greedy:
+            return int(logits_row[: self.vocab_size].argmax()), None
+        probs = self.distribution(logits_row)[0]
+        return sample(probs, self.rng), probs
