@@ -22,6 +22,7 @@ def autoregressive(
     cache: StatefulLM, sampler: Sampler, generation: Generation, cancel: threading.Event | None = None
 ) -> Iterator[Step]:
     """One target call per token. Yields a Step per token until the generation stops."""
+    generation.resume()
     cache.reset()
     token, _ = decode_one_token(cache, generation.prompt_ids, sampler)  # prefill
     while True:
@@ -29,6 +30,7 @@ def autoregressive(
         generation.stats.plain_steps += 1
         step = generation.emit([token], ["target"])
         yield step
+        generation.resume()
         if step.finished:
             return
         if cancel is not None and cancel.is_set():

@@ -58,7 +58,20 @@ class Generation:
         self.text = ""
         self.stats = Stats(prompt_tokens=len(self.prompt_ids))
         self._detokenizer = IncrementalDetokenizer(tokenizer)
-        self._started = time.perf_counter()
+        # The clock runs only while the generator computes: time the consumer spends between
+        # steps (rendering, or running the other pane of a race) is not charged to this method.
+        self._busy = 0.0
+        self._resumed = time.perf_counter()
+
+    def resume(self) -> None:
+        """Restart the clock; the loops call this when the consumer asks for the next step."""
+        self._resumed = time.perf_counter()
+
+    def _elapsed(self) -> float:
+        now = time.perf_counter()
+        self._busy += now - self._resumed
+        self._resumed = now
+        return self._busy
 
     @property
     def remaining(self) -> int:
@@ -84,11 +97,10 @@ class Generation:
             if stop_reason:
                 break
         self.token_ids += kept_ids
-        now = time.perf_counter()
         self.stats.new_tokens = len(self.token_ids)
-        self.stats.seconds = now - self._started
+        self.stats.seconds = self._elapsed()
         if self.stats.ttft_seconds is None and kept_ids:
-            self.stats.ttft_seconds = now - self._started
+            self.stats.ttft_seconds = self.stats.seconds
         self.stats.stop_reason = stop_reason
         if stop_reason == "stop_string":
             pieces = self._cut_at_stop_string(pieces)
@@ -97,7 +109,7 @@ class Generation:
     def cancel(self) -> Step:
         """The final Step of a generation stopped from outside."""
         self.stats.stop_reason = "cancelled"
-        self.stats.seconds = time.perf_counter() - self._started
+        self.stats.seconds = self._elapsed()
         return Step([], [], [], "", self.stats, True)
 
     def _stop_string_reached(self, piece: str) -> str | None:

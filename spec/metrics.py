@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 @dataclass
 class Stats:
     new_tokens: int = 0  # tokens generated after the prompt
-    seconds: float = 0.0  # wall time from the start of prefill to the latest token
+    seconds: float = 0.0  # time spent computing, prefill to latest token (the consumer's time between steps excluded)
     ttft_seconds: float | None = None  # time to first token (prefill + first step)
     prompt_tokens: int = 0
     target_calls: int = 0  # target forward passes, prefill included (each may verify several tokens)

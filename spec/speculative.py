@@ -30,6 +30,7 @@ def speculative(
     config = generation.config
     schedule = DynamicK(config.num_assistant_tokens, config.max_assistant_tokens, config.dynamic_k)
     stats = generation.stats
+    generation.resume()
     cache.reset()
     token, _ = decode_one_token(cache, generation.prompt_ids, sampler)  # prefill: the first token is the target's
     context = [*generation.prompt_ids, token]  # the target's cache holds all but the last token
@@ -38,6 +39,7 @@ def speculative(
     yield step
 
     while not step.finished:
+        generation.resume()
         if cancel is not None and cancel.is_set():
             yield generation.cancel()
             return
