@@ -1,0 +1,5 @@
+import sys
+
+from spec.cli import main
+
+sys.exit(main())

@@ -1,0 +1,131 @@
+"""`python -m spec run`: one generation from the command line, streamed or as one JSON object.
+
+Bad input exits non-zero with one line on stderr saying what is wrong; never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+
+from spec.config import PRECISIONS, GenerationConfig
+from spec.models import ModelError
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, not argparse's usage dump
+        raise _UsageError(f"{message} (see python -m spec run --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m spec", description="Autoregressive vs speculative decoding on OpenVINO.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = commands.add_parser("run", help="generate text for one prompt")
+    run.add_argument("--target", help="Hub id, local OpenVINO IR folder or Transformers checkpoint (default: the embedded SmolLM2-135M-Instruct)")
+    drafter = run.add_mutually_exclusive_group()
+    drafter.add_argument("--draft", help="draft model reference (same forms as --target)")
+    drafter.add_argument("--prompt-lookup", action="store_true", help="draft by prompt lookup instead of a draft model")
+    run.add_argument("--prompt", required=True, help="the prompt text")
+    run.add_argument("--mode", choices=("autoregressive", "speculative"), default="speculative")
+    run.add_argument("--max-new-tokens", type=int, default=128)
+    run.add_argument("--k", type=int, default=4, help="tokens drafted per target call (starting value with dynamic K)")
+    run.add_argument("--no-dynamic-k", action="store_true", help="keep K fixed")
+    run.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
+    run.add_argument("--top-p", type=float, default=1.0)
+    run.add_argument("--top-k", type=int, default=0)
+    run.add_argument("--seed", type=int)
+    run.add_argument("--precision", choices=PRECISIONS, default="default", help="f32 pins exact results; default is the device's fastest")
+    run.add_argument("--weight-format", choices=("int8", "int4", "fp32"), default="int8", help="compression for models that need converting")
+    run.add_argument("--device", default="CPU")
+    run.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
+    run.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
+    run.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    return parser
+
+
+def run(args: argparse.Namespace) -> dict:
+    from spec.engine import ModelRegistry, generate  # imported late: --help stays fast
+
+    if args.mode == "speculative" and not (args.draft or args.prompt_lookup):
+        if args.target:
+            raise _UsageError("speculative mode needs --draft REF or --prompt-lookup (or use --mode autoregressive)")
+        args.prompt_lookup = True  # the embedded model has no smaller sibling: prompt lookup needs no second model
+    config = GenerationConfig(
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        seed=args.seed,
+        num_assistant_tokens=args.k,
+        max_assistant_tokens=max(16, args.k),
+        dynamic_k=not args.no_dynamic_k,
+        chat=not args.no_chat,
+    ).validate()
+    progress = None if args.quiet else lambda message, fraction: print(f"[spec] {message}", file=sys.stderr, flush=True)
+    registry = ModelRegistry()
+    target = registry.get(args.target, args.weight_format, args.precision, args.device, progress)
+    draft = None
+    if args.mode == "speculative" and args.draft:
+        draft = registry.get(args.draft, args.weight_format, args.precision, args.device, progress)
+    cancel = threading.Event()
+    steps = generate(
+        args.prompt, target, config, args.mode, "prompt-lookup" if args.prompt_lookup else "draft-model", draft, cancel
+    )
+    token_ids, text, step = [], [], None
+    try:
+        for step in steps:
+            token_ids += step.token_ids
+            text.append(step.text)
+            if not args.json:
+                print(step.text, end="", flush=True)
+    except KeyboardInterrupt:
+        cancel.set()
+    if not args.json:
+        print()
+    stats = step.stats
+    return {
+        "text": "".join(text),
+        "token_ids": token_ids,
+        "mode": args.mode,
+        "drafter": None if args.mode == "autoregressive" else ("prompt-lookup" if args.prompt_lookup else "draft-model"),
+        "target": target.ref,
+        "draft": draft.ref if draft else None,
+        **{key: value for key, value in stats.as_dict().items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        result = run(args)
+    except (_UsageError, ValueError, ModelError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory: try a smaller model pair, --weight-format int4, or fewer --max-new-tokens", file=sys.stderr)
+        return 3
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:  # a bug or a runtime failure: still one line, details on demand
+        if os.environ.get("SPEC_DEBUG"):
+            raise
+        first_line = (str(error).splitlines() or [""])[0][:300]
+        print(f"error: {type(error).__name__}: {first_line} (set SPEC_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(result))
+    elif not args.quiet:
+        print(
+            f"[spec] {result['new_tokens']} tokens in {result['seconds']:.2f} s = {result['tokens_per_second']:.1f} tokens/s; "
+            f"TTFT {result['ttft_seconds'] or 0:.3f} s; {result['target_calls']} target calls; "
+            f"accepted {result['accepted']}/{result['drafted']} drafts",
+            file=sys.stderr,
+        )
+    return 0
