@@ -55,7 +55,9 @@ class Generation:
         self.config = config
         self.eos_token_ids = eos_token_ids
         self.token_ids: list[int] = []
-        self.text = ""
+        self.text = ""  # all text decoded so far (cut at a stop string)
+        self._unreleased: list[tuple[str, str]] = []  # decoded but not yet streamed, as (text, kind)
+        self._released = 0  # characters streamed so far
         self.stats = Stats(prompt_tokens=len(self.prompt_ids))
         self._detokenizer = IncrementalDetokenizer(tokenizer)
         # The clock runs only while the generator computes: time the consumer spends between
@@ -79,7 +81,7 @@ class Generation:
 
     def emit(self, token_ids: Sequence[int], kinds: Sequence[str]) -> Step:
         """Record the tokens a step produced, cut at the first stopping point, and report them."""
-        kept_ids, kept_kinds, pieces = [], [], []
+        kept_ids, kept_kinds = [], []
         stop_reason = None
         for token, kind in zip(token_ids, kinds):
             if token in self.eos_token_ids:
@@ -89,11 +91,12 @@ class Generation:
             kept_kinds.append(kind)
             piece = self._detokenizer.push(int(token))
             if piece:
-                pieces.append((piece, kind))
+                self._unreleased.append((piece, kind))
                 self.text += piece
-            stop_reason = self._stop_string_reached(piece) or (
-                "max_new_tokens" if len(self.token_ids) + len(kept_ids) >= self.config.max_new_tokens else None
-            )
+            if piece and self._stop_string_at_end(len(piece)):
+                stop_reason = "stop_string"
+            elif len(self.token_ids) + len(kept_ids) >= self.config.max_new_tokens:
+                stop_reason = "max_new_tokens"
             if stop_reason:
                 break
         self.token_ids += kept_ids
@@ -103,7 +106,9 @@ class Generation:
             self.stats.ttft_seconds = self.stats.seconds
         self.stats.stop_reason = stop_reason
         if stop_reason == "stop_string":
-            pieces = self._cut_at_stop_string(pieces)
+            self.text = self.text[: min(i for i in map(self.text.find, self.config.stop_strings) if i >= 0)]
+        # Until the generation ends, hold back text that may be the start of a stop string.
+        pieces = self._release(len(self.text) - (0 if stop_reason else self._may_start_stop_string()))
         return Step(kept_ids, kept_kinds, pieces, "".join(text for text, _ in pieces), self.stats, stop_reason is not None)
 
     def cancel(self) -> Step:
@@ -112,21 +117,31 @@ class Generation:
         self.stats.seconds = self._elapsed()
         return Step([], [], [], "", self.stats, True)
 
-    def _stop_string_reached(self, piece: str) -> str | None:
-        if piece and any(s in self.text[-(len(s) + len(piece)) :] for s in self.config.stop_strings):
-            return "stop_string"
-        return None
+    def _stop_string_at_end(self, new_chars: int) -> bool:
+        """Did the latest `new_chars` characters complete a stop string?"""
+        return any(s in self.text[-(len(s) + new_chars) :] for s in self.config.stop_strings)
 
-    def _cut_at_stop_string(self, pieces: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Drop the text from the stop string on, both from the total and from this step's pieces."""
-        cut = min(i for i in (self.text.find(s) for s in self.config.stop_strings) if i >= 0)
-        removed = len(self.text) - cut
-        self.text = self.text[:cut]
-        out = []
-        for text, kind in reversed(pieces):
-            if removed >= len(text):
-                removed -= len(text)
-                continue
-            out.append((text[: len(text) - removed], kind))
-            removed = 0
-        return list(reversed(out))
+    def _may_start_stop_string(self) -> int:
+        """Length of the longest end of the text that is the beginning of a stop string."""
+        return max(
+            (n for s in self.config.stop_strings for n in range(len(s) - 1, 0, -1) if self.text.endswith(s[:n])),
+            default=0,
+        )
+
+    def _release(self, upto: int) -> list[tuple[str, str]]:
+        """Hand out the text up to character `upto` as (text, kind) pieces; keep the rest back."""
+        budget = upto - self._released
+        pieces = []
+        while self._unreleased and budget > 0:
+            text, kind = self._unreleased[0]
+            if len(text) <= budget:
+                pieces.append(self._unreleased.pop(0))
+                budget -= len(text)
+            else:
+                pieces.append((text[:budget], kind))
+                self._unreleased[0] = (text[budget:], kind)
+                budget = 0
+        self._released += sum(len(text) for text, _ in pieces)
+        if self._released >= len(self.text):
+            self._unreleased.clear()  # text cut at a stop string: the rest is never shown
+        return pieces

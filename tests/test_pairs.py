@@ -1,0 +1,62 @@
+"""Draft and target must share a vocabulary; padded embeddings are fine."""
+import numpy as np
+import pytest
+
+from spec.config import GenerationConfig
+from spec.engine import generate, load_model
+from spec.models import ModelError
+from tests.tiny_models import build_checkpoint
+
+
+@pytest.fixture(scope="module")
+def odd_models(tmp_path_factory, tiny_models_dir):
+    root = tmp_path_factory.mktemp("odd")
+    other = build_checkpoint(root / "other-vocab", seed=3, tokenizer_kind="other")
+    padded = build_checkpoint(root / "padded", seed=4, vocab_size=400)
+    return load_model(str(other), "fp32", "f32"), load_model(str(padded), "fp32", "f32")
+
+
+def test_a_draft_with_another_vocabulary_is_a_clear_error(tiny_pairs, odd_models):
+    target, _ = tiny_pairs["llama"]
+    other, _ = odd_models
+    with pytest.raises(ModelError) as error:
+        list(generate("Hello", target, GenerationConfig(max_new_tokens=4), "speculative", "draft-model", other))
+    message = str(error.value)
+    assert "different vocabularies" in message and target.ref in message and other.ref in message
+
+
+def test_padded_embedding_never_yields_ids_past_the_vocabulary(tiny_pairs, odd_models):
+    target, _ = tiny_pairs["llama"]
+    _, padded = odd_models
+    assert padded.model.vocab_size == 400 > padded.vocab_size == len(target.tokenizer)
+    config = GenerationConfig(max_new_tokens=30, temperature=1.5, seed=0)
+    for first, second in ((padded, target), (target, padded)):
+        ar = [t for s in generate("Hello world", first, config, "autoregressive") for t in s.token_ids]
+        sp = [t for s in generate("Hello world", first, config, "speculative", "draft-model", second) for t in s.token_ids]
+        assert max(ar + sp) < len(target.tokenizer)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(temperature=-1.0), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(num_assistant_tokens=0), "num_assistant_tokens"),
+    ],
+)
+def test_bad_settings_name_the_offending_value(tiny_pairs, settings, message):
+    target, draft = tiny_pairs["llama"]
+    with pytest.raises(ValueError, match=message):
+        list(generate("Hello", target, GenerationConfig(**settings), "speculative", "draft-model", draft))
+
+
+def test_bad_mode_drafter_and_prompt(tiny_pairs):
+    target, _ = tiny_pairs["llama"]
+    config = GenerationConfig(max_new_tokens=4)
+    with pytest.raises(ValueError, match="mode"):
+        generate("Hello", target, config, "fast")
+    with pytest.raises(ValueError, match="needs a draft model"):
+        generate("Hello", target, config, "speculative", "draft-model", None)
+    with pytest.raises(ValueError, match="prompt is empty"):
+        generate("   ", target, config, "autoregressive")

@@ -1,0 +1,36 @@
+"""The KV cache: trimming and continuing must equal a fresh prefill; one cache per generation."""
+import numpy as np
+import pytest
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_trim_then_continue_equals_fresh_prefill(tiny_pairs, arch):
+    target, _ = tiny_pairs[arch]
+    tokens = [5, 40, 77, 120, 9, 300, 41, 42, 43, 44]
+    cache = target.model.new_cache()
+    cache.forward(tokens[:6])
+    cache.forward([200, 201, 202])  # rejected drafts
+    cache.trim(6)
+    assert cache.length == 6
+    continued = cache.forward(tokens[6:])
+
+    fresh = target.model.new_cache().forward(tokens)
+    np.testing.assert_allclose(continued, fresh[6:], atol=1e-4, rtol=1e-4)
+
+
+def test_caches_of_one_compiled_model_are_independent(tiny_pairs):
+    target, _ = tiny_pairs["llama"]
+    a, b = target.model.new_cache(), target.model.new_cache()
+    a.forward([5, 6, 7])
+    b.forward([100, 101])
+    one = a.forward([8])
+    a.reset()
+    a.forward([5, 6, 7])
+    np.testing.assert_allclose(a.forward([8]), one, atol=1e-5)
+
+
+def test_trim_rejects_lengths_it_does_not_hold(tiny_pairs):
+    cache = tiny_pairs["llama"][0].model.new_cache()
+    cache.forward([1, 2, 3])
+    with pytest.raises(ValueError, match="cannot trim"):
+        cache.trim(5)
