@@ -67,6 +67,8 @@ def run(args: argparse.Namespace) -> dict:
         dynamic_k=not args.no_dynamic_k,
         chat=not args.no_chat,
     ).validate()
+    if not args.prompt.strip():
+        raise _UsageError("the prompt is empty: give --prompt some text for the model to continue")
     progress = None if args.quiet else lambda message, fraction: print(f"[spec] {message}", file=sys.stderr, flush=True)
     registry = ModelRegistry()
     target = registry.get(args.target, args.weight_format, args.precision, args.device, progress)

@@ -1,6 +1,7 @@
 """Tiny models for the engine tests: built and exported on the fly, shared by the whole session."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -29,10 +30,30 @@ def _noisy_copy(source: Path, path: Path, noise: float, seed: int) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_models_dir(tmp_path_factory) -> Path:
-    """SPEC_MODELS_DIR for tiny models: their conversion cache lives only for this session."""
-    path = tmp_path_factory.mktemp("models")
+    """Where tiny models are converted: a cache that lives only for this session."""
+    return tmp_path_factory.mktemp("models")
+
+
+@contextlib.contextmanager
+def models_dir_at(path: Path):
+    """Point SPEC_MODELS_DIR at `path` while tiny models load, leaving the real cache to other tests."""
+    old = os.environ.get("SPEC_MODELS_DIR")
     os.environ["SPEC_MODELS_DIR"] = str(path)
-    return path
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["SPEC_MODELS_DIR"]
+        else:
+            os.environ["SPEC_MODELS_DIR"] = old
+
+
+def load_tiny(path: Path, models_dir: Path):
+    """Convert (fp32, cached for the session) and load a tiny checkpoint at f32 precision."""
+    from spec.engine import load_model
+
+    with models_dir_at(models_dir):
+        return load_model(str(path), "fp32", "f32")
 
 
 @pytest.fixture(scope="session")
@@ -41,16 +62,11 @@ def tiny_pairs(tmp_path_factory, tiny_models_dir):
 
     The draft is a noisy copy of its target, so rounds end in every way: all kept, some kept, none.
     """
-    from spec.engine import load_model
-
     root = tmp_path_factory.mktemp("checkpoints")
     pairs = {}
     # llama: grouped-query attention, rotary positions; gpt2: multi-head attention, learned positions.
     for arch in ("llama", "gpt2"):
         target_dir = build_checkpoint(root / f"{arch}-target", arch=arch, seed=0)
         draft_dir = _noisy_copy(target_dir, root / f"{arch}-draft", noise=0.02, seed=1)
-        pairs[arch] = (
-            load_model(str(target_dir), "fp32", "f32"),
-            load_model(str(draft_dir), "fp32", "f32"),
-        )
+        pairs[arch] = (load_tiny(target_dir, tiny_models_dir), load_tiny(draft_dir, tiny_models_dir))
     return pairs

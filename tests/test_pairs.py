@@ -3,8 +3,9 @@ import numpy as np
 import pytest
 
 from spec.config import GenerationConfig
-from spec.engine import generate, load_model
+from spec.engine import generate
 from spec.models import ModelError
+from tests.conftest import load_tiny
 from tests.tiny_models import build_checkpoint
 
 
@@ -13,7 +14,7 @@ def odd_models(tmp_path_factory, tiny_models_dir):
     root = tmp_path_factory.mktemp("odd")
     other = build_checkpoint(root / "other-vocab", seed=3, tokenizer_kind="other")
     padded = build_checkpoint(root / "padded", seed=4, vocab_size=400)
-    return load_model(str(other), "fp32", "f32"), load_model(str(padded), "fp32", "f32")
+    return load_tiny(other, tiny_models_dir), load_tiny(padded, tiny_models_dir)
 
 
 def test_a_draft_with_another_vocabulary_is_a_clear_error(tiny_pairs, odd_models):

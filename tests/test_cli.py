@@ -1,0 +1,80 @@
+"""`python -m spec run`: the contract the Space and the benchmark also rely on."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spec.cli import main
+from tests.conftest import models_dir_at
+from tests.tiny_models import build_checkpoint
+
+REPO = Path(__file__).resolve().parents[1]
+KEYS = {"text", "token_ids", "new_tokens", "seconds", "tokens_per_second", "ttft_seconds",
+        "target_calls", "drafted", "accepted", "acceptance_rate"}
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cli")
+    return build_checkpoint(root / "target", seed=0), build_checkpoint(root / "draft", seed=0, num_layers=1)
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["run", "--prompt", "  "], "the prompt is empty"),
+        (["run", "--prompt", "hi", "--max-new-tokens", "0"], "max_new_tokens"),
+        (["run", "--prompt", "hi", "--temperature", "-1"], "temperature"),
+        (["run", "--prompt", "hi", "--k", "0"], "num_assistant_tokens"),
+        (["run", "--prompt", "hi", "--mode", "autoregressive", "--target", "/no/such/model"], "no directory"),
+        (["run", "--prompt", "hi", "--mode", "autoregressive", "--target", "not a model id!"], "Hugging Face model id"),
+        (["run", "--prompt", "hi", "--mode", "fastest"], "invalid choice"),
+        (["run"], "--prompt"),
+        (["run", "--prompt", "hi", "--draft", "a/b", "--prompt-lookup"], "not allowed with"),
+        (["run", "--prompt", "hi", "--target", "REPLACED"], "needs --draft"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(argv, fragment, capsys, tiny_checkpoints, tiny_models_dir):
+    argv = [str(tiny_checkpoints[0]) if a == "REPLACED" else a for a in argv]
+    with models_dir_at(tiny_models_dir):
+        code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    assert len(err) == 1 and err[0].startswith("error:") and fragment in err[0], err
+
+
+def test_json_contract_and_greedy_agreement(capsys, tiny_checkpoints, tiny_models_dir):
+    target, draft = map(str, tiny_checkpoints)
+    common = ["run", "--target", target, "--prompt", "Hello world", "--max-new-tokens", "12",
+              "--weight-format", "fp32", "--precision", "f32", "--json", "--quiet"]
+    results = []
+    with models_dir_at(tiny_models_dir):
+        for extra in (["--mode", "autoregressive"], ["--draft", draft, "--k", "3"], ["--prompt-lookup"]):
+            assert main(common + extra) == 0
+            out = capsys.readouterr().out.strip().splitlines()
+            assert len(out) == 1, "--json prints exactly one JSON object"
+            results.append(json.loads(out[0]))
+    for result in results:
+        assert KEYS <= set(result) and result["new_tokens"] == len(result["token_ids"]) > 0
+    assert results[0]["token_ids"] == results[1]["token_ids"] == results[2]["token_ids"]
+    assert results[1]["drafted"] > 0 and results[0]["drafted"] == 0
+
+
+@pytest.mark.parametrize("mode", ["autoregressive", "speculative"])
+def test_runs_offline_on_the_embedded_model(mode):
+    """The real model, from the real command line, with the Hub unreachable."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "spec", "run", "--prompt", "Rewrite politely: give me the report now.",
+         "--mode", mode, "--max-new-tokens", "12", "--json", "--quiet"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert result["target"] == "embedded:SmolLM2-135M-Instruct" and result["text"].strip()
+    assert result["new_tokens"] > 0 and (mode == "autoregressive" or result["drafter"] == "prompt-lookup")
