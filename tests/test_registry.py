@@ -1,0 +1,43 @@
+"""The process-wide model cache: one load per key, however many sessions ask at once."""
+import threading
+import time
+
+import spec.engine as engine
+
+
+class FakeModel:
+    def __init__(self, ref, size):
+        self.ref, self.size_bytes = ref, size
+
+
+def test_two_threads_asking_for_one_model_load_it_once(monkeypatch):
+    loads = []
+
+    def slow_load(ref, weight_format, precision, device, progress):
+        loads.append(ref)
+        time.sleep(0.3)  # long enough for the second thread to arrive while the first loads
+        return FakeModel(ref, 1)
+
+    monkeypatch.setattr(engine, "load_model", slow_load)
+    registry = engine.ModelRegistry()
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(registry.get("a/target"))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert loads == ["a/target"]
+    assert len(results) == 4 and all(r is results[0] for r in results)
+    # Another precision is another compiled model.
+    registry.get("a/target", precision="f32")
+    assert loads == ["a/target", "a/target"]
+
+
+def test_least_recently_used_models_go_beyond_the_budget(monkeypatch):
+    monkeypatch.setattr(engine, "load_model", lambda ref, *rest: FakeModel(ref, 40))
+    registry = engine.ModelRegistry(budget_bytes=100)
+    for ref in ("a/one", "a/two"):
+        registry.get(ref)
+    registry.get("a/one")  # used again: now "a/two" is the least recently used
+    registry.get("a/three")
+    assert [key[0] for key in registry.loaded()] == ["a/one", "a/three"]
