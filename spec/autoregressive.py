@@ -14,7 +14,7 @@ from spec.sampling import Sampler
 
 def decode_one_token(cache: StatefulLM, token_ids: Sequence[int], sampler: Sampler) -> tuple[int, np.ndarray | None]:
     """Feed the tokens the cache has not seen yet; return the next token and its distribution."""
-    logits = cache.forward(token_ids)
+    logits = cache.forward(token_ids, keep=1)
     return sampler.next_token(logits[-1])
 
 

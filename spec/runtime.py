@@ -12,11 +12,14 @@ from typing import Sequence
 
 import numpy as np
 import openvino as ov
+import openvino.opset13 as ops
 
 # "f32" pins both compute and KV cache to f32: a K-token verify call and one-by-one decoding then
 # agree exactly. "default" lets the device choose (bf16 with a compressed cache on AMX CPUs).
+# The CPU also quantizes activations on the fly for INT8/INT4-compressed weights, differently for
+# one token than for several, which flips greedy near-ties even in f32: "f32" turns that off.
 _PRECISION_CONFIG = {
-    "f32": {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"},
+    "f32": {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"},
     "default": {},
 }
 
@@ -56,6 +59,7 @@ def compile_model(xml: Path, precision: str = "default", device: str = "CPU", ca
         config["CACHE_DIR"] = str(cache_dir)
     model = core().read_model(str(xml))
     _check_stateful(model, xml)
+    _compute_only_kept_logits(model)
     axes = _sequence_axes(model)
     vocab_size = model.outputs[0].get_partial_shape()[-1]
     if vocab_size.is_dynamic:
@@ -71,6 +75,35 @@ def _check_stateful(model: ov.Model, xml: Path) -> None:
             f"{xml} is not a stateful causal-LM IR (missing inputs {sorted(missing)} or KV-cache state); "
             "export it with task text-generation-with-past"
         )
+
+
+def _compute_only_kept_logits(model: ov.Model) -> bool:
+    """Add an input `logits_to_keep`: the LM head then runs on the last n positions only.
+
+    A stateful IR computes logits for every input position: for a 500-token prompt that is 500 rows
+    of a vocabulary-wide matmul, when only the last row is needed (only K+1 rows to verify a draft).
+    openvino.genai slices before the head the same way. Returns False, leaving the model as it is,
+    when the head is not where this expects it.
+    """
+    node = model.outputs[0].get_node().input_value(0).get_node()
+    for _ in range(8):  # the head may be followed by a scale, a soft-cap or a convert
+        if node.get_type_name() == "MatMul":
+            break
+        node = node.input_value(0).get_node()
+    else:
+        return False
+    hidden = node.input_value(0)
+    if hidden.get_partial_shape().rank.is_dynamic or hidden.get_partial_shape().rank.get_length() != 3:
+        return False
+    keep = ops.parameter([1], ov.Type.i64, name="logits_to_keep")
+    keep.output(0).get_tensor().set_names({"logits_to_keep"})
+    end = ops.constant(np.array([np.iinfo(np.int64).max], dtype=np.int64))
+    step_and_axis = ops.constant(np.array([1], dtype=np.int64))
+    last_positions = ops.slice(hidden, ops.negative(keep), end, step_and_axis, step_and_axis)
+    node.input(0).replace_source_output(last_positions.output(0))
+    model.add_parameters([keep])
+    model.validate_nodes_and_infer_types()
+    return True
 
 
 def _sequence_axes(model: ov.Model) -> dict[str, int]:
@@ -98,24 +131,33 @@ class StatefulLM:
         self._axes = model.state_axes
         self._has_positions = "position_ids" in model.input_names
         self._has_beam_idx = "beam_idx" in model.input_names
+        self._can_keep = "logits_to_keep" in model.input_names
         self._beam_idx = np.zeros(1, dtype=np.int32)
         self.length = 0
 
-    def forward(self, token_ids: Sequence[int]) -> np.ndarray:
-        """Append `token_ids` to the cache; return their logits, shape (len(token_ids), vocab)."""
+    def forward(self, token_ids: Sequence[int], keep: int | None = None) -> np.ndarray:
+        """Append `token_ids` to the cache; return the logits of the last `keep` of them (all if None).
+
+        Shape (keep, vocab). Asking only for the rows you need skips most of the LM head's work.
+        """
         ids = np.asarray(token_ids, dtype=np.int64).reshape(1, -1)
         n = ids.shape[1]
         if n == 0:
             raise ValueError("forward needs at least one token")
+        keep = n if keep is None else keep
+        if not 1 <= keep <= n:
+            raise ValueError(f"keep must be from 1 to the {n} tokens fed, got {keep}")
         inputs = {"input_ids": ids, "attention_mask": np.ones((1, self.length + n), dtype=np.int64)}
         if self._has_positions:
             inputs["position_ids"] = np.arange(self.length, self.length + n, dtype=np.int64).reshape(1, -1)
         if self._has_beam_idx:
             inputs["beam_idx"] = self._beam_idx
+        if self._can_keep:
+            inputs["logits_to_keep"] = np.array([keep], dtype=np.int64)
         self._request.infer(inputs, share_inputs=True, share_outputs=True)
         self.length += n
         # Copy: the output buffer is reused by the next call.
-        return np.array(self._request.get_output_tensor(0).data[0], dtype=np.float32)
+        return np.array(self._request.get_output_tensor(0).data[0, -keep:], dtype=np.float32)
 
     def trim(self, length: int) -> None:
         """Roll the cache back to its first `length` tokens (drop rejected tokens)."""

@@ -34,3 +34,13 @@ def test_trim_rejects_lengths_it_does_not_hold(tiny_pairs):
     cache.forward([1, 2, 3])
     with pytest.raises(ValueError, match="cannot trim"):
         cache.trim(5)
+
+
+def test_keeping_only_the_last_logits_changes_nothing_but_the_work(tiny_pairs):
+    target, _ = tiny_pairs["llama"]
+    assert "logits_to_keep" in target.model.input_names, "the LM head was not found: prefill computes every row"
+    tokens = [5, 40, 77, 120, 9, 300]
+    every = target.model.new_cache().forward(tokens)
+    last_two = target.model.new_cache().forward(tokens, keep=2)
+    assert every.shape[0] == 6 and last_two.shape[0] == 2
+    np.testing.assert_allclose(last_two, every[-2:], atol=1e-5, rtol=1e-5)
