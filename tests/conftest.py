@@ -70,3 +70,4 @@ def tiny_pairs(tmp_path_factory, tiny_models_dir):
         draft_dir = _noisy_copy(target_dir, root / f"{arch}-draft", noise=0.02, seed=1)
         pairs[arch] = (load_tiny(target_dir, tiny_models_dir), load_tiny(draft_dir, tiny_models_dir))
     return pairs
+
