@@ -5,6 +5,7 @@ Bad input exits non-zero with one line on stderr saying what is wrong; never a t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -49,6 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _library_output_to_stderr():
+    """Send what libraries print while models load (NNCF's tables, OpenVINO's C++ notes) to stderr,
+    at the file-descriptor level, so stdout carries only the generated text or the one JSON object."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def run(args: argparse.Namespace) -> dict:
     from spec.engine import ModelRegistry, generate  # imported late: --help stays fast
 
@@ -71,10 +87,11 @@ def run(args: argparse.Namespace) -> dict:
         raise _UsageError("the prompt is empty: give --prompt some text for the model to continue")
     progress = None if args.quiet else lambda message, fraction: print(f"[spec] {message}", file=sys.stderr, flush=True)
     registry = ModelRegistry()
-    target = registry.get(args.target, args.weight_format, args.precision, args.device, progress)
-    draft = None
-    if args.mode == "speculative" and args.draft:
-        draft = registry.get(args.draft, args.weight_format, args.precision, args.device, progress)
+    with _library_output_to_stderr():
+        target = registry.get(args.target, args.weight_format, args.precision, args.device, progress)
+        draft = None
+        if args.mode == "speculative" and args.draft:
+            draft = registry.get(args.draft, args.weight_format, args.precision, args.device, progress)
     cancel = threading.Event()
     steps = generate(
         args.prompt, target, config, args.mode, "prompt-lookup" if args.prompt_lookup else "draft-model", draft, cancel

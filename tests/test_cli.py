@@ -65,6 +65,20 @@ def test_json_contract_and_greedy_agreement(capsys, tiny_checkpoints, tiny_model
     assert results[1]["drafted"] > 0 and results[0]["drafted"] == 0
 
 
+def test_json_stays_alone_on_stdout_while_a_model_converts(tmp_path, tiny_checkpoints):
+    """A first use converts the model, and NNCF prints tables to stdout: they must not reach it."""
+    target = str(tiny_checkpoints[0])
+    env = {**os.environ, "SPEC_MODELS_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "spec", "run", "--target", target, "--mode", "autoregressive", "--prompt", "Hi",
+         "--max-new-tokens", "3", "--weight-format", "int8", "--json", "--quiet"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "nncf" in done.stderr.lower(), "nothing was converted: the test checks nothing"
+    assert json.loads(done.stdout)["new_tokens"] > 0
+
+
 @pytest.mark.parametrize("mode", ["autoregressive", "speculative"])
 def test_runs_offline_on_the_embedded_model(mode):
     """The real model, from the real command line, with the Hub unreachable."""
