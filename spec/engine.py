@@ -45,7 +45,8 @@ class ModelRegistry:
     """Compiled models keyed by (reference, weight format, precision, device), loaded once per process.
 
     Two threads asking for the same key wait for one load. Beyond `budget_bytes` of weights, the least
-    recently used models are dropped (sessions already holding one keep it until they finish).
+    recently used models are dropped, but never the latest two (a pair being loaded); sessions
+    already holding a dropped model keep it until they finish.
     """
 
     def __init__(self, budget_bytes: int | None = None):
@@ -75,19 +76,20 @@ class ModelRegistry:
             loaded = load_model(ref, weight_format, precision, device, progress)
             with self._lock:
                 self._models[key] = loaded
-                self._evict(keep=key)
+                self._evict()
             return loaded
 
     def loaded(self) -> list[tuple]:
         with self._lock:
             return list(self._models)
 
-    def _evict(self, keep: tuple) -> None:
+    def _evict(self) -> None:
+        # The two most recently used models are never dropped: they may be the target and draft of
+        # the pair being loaded right now.
         if self.budget_bytes is None:
             return
-        while sum(m.size_bytes for m in self._models.values()) > self.budget_bytes and len(self._models) > 1:
-            oldest = next(k for k in self._models if k != keep)
-            del self._models[oldest]
+        while sum(m.size_bytes for m in self._models.values()) > self.budget_bytes and len(self._models) > 2:
+            del self._models[next(iter(self._models))]
 
 
 def load_model(

@@ -41,3 +41,12 @@ def test_least_recently_used_models_go_beyond_the_budget(monkeypatch):
     registry.get("a/one")  # used again: now "a/two" is the least recently used
     registry.get("a/three")
     assert [key[0] for key in registry.loaded()] == ["a/one", "a/three"]
+
+
+def test_a_pair_over_the_budget_keeps_both_halves(monkeypatch):
+    monkeypatch.setattr(engine, "load_model", lambda ref, *rest: FakeModel(ref, 80))
+    registry = engine.ModelRegistry(budget_bytes=100)
+    registry.get("a/old")
+    registry.get("a/target")
+    registry.get("a/draft")  # the pair alone is over budget: only the older model goes
+    assert [key[0] for key in registry.loaded()] == ["a/target", "a/draft"]
