@@ -120,10 +120,18 @@ def _sequence_axes(model: ov.Model) -> dict[str, int]:
     return axes
 
 
-class StatefulLM:
-    """One KV cache over a compiled model: feed tokens, get logits, trim back after a rejection.
+# Rolled-back slots tolerated before the cache is compacted. Rolling back by masking costs nothing;
+# copying every state out and back (OpenVINO has no in-place trim) costs about half a target call
+# on SmolLM2, so it is done once per this many rejected tokens instead of once per rejection.
+_MAX_DEAD_SLOTS = 64
 
-    `length` is how many tokens the cache holds; `forward` appends to it.
+
+class StatefulLM:
+    """One KV cache over a compiled model: feed tokens, get logits, roll back after a rejection.
+
+    `length` is how many tokens the cache holds. Rolled-back tokens stay in the state but are
+    masked out (attention_mask 0) and later positions continue from `length`, so attention sees
+    exactly the kept tokens; the state is compacted once enough dead slots pile up.
     """
 
     def __init__(self, model: CompiledLM):
@@ -133,6 +141,7 @@ class StatefulLM:
         self._has_beam_idx = "beam_idx" in model.input_names
         self._can_keep = "logits_to_keep" in model.input_names
         self._beam_idx = np.zeros(1, dtype=np.int32)
+        self._slots = np.zeros(0, dtype=np.int64)  # the attention mask over the state: 1 kept, 0 rolled back
         self.length = 0
 
     def forward(self, token_ids: Sequence[int], keep: int | None = None) -> np.ndarray:
@@ -147,7 +156,8 @@ class StatefulLM:
         keep = n if keep is None else keep
         if not 1 <= keep <= n:
             raise ValueError(f"keep must be from 1 to the {n} tokens fed, got {keep}")
-        inputs = {"input_ids": ids, "attention_mask": np.ones((1, self.length + n), dtype=np.int64)}
+        slots = np.concatenate([self._slots, np.ones(n, dtype=np.int64)])
+        inputs = {"input_ids": ids, "attention_mask": slots.reshape(1, -1)}
         if self._has_positions:
             inputs["position_ids"] = np.arange(self.length, self.length + n, dtype=np.int64).reshape(1, -1)
         if self._has_beam_idx:
@@ -155,6 +165,7 @@ class StatefulLM:
         if self._can_keep:
             inputs["logits_to_keep"] = np.array([keep], dtype=np.int64)
         self._request.infer(inputs, share_inputs=True, share_outputs=True)
+        self._slots = slots
         self.length += n
         # Copy: the output buffer is reused by the next call.
         return np.array(self._request.get_output_tensor(0).data[0, -keep:], dtype=np.float32)
@@ -168,15 +179,29 @@ class StatefulLM:
         if length == 0:
             self.reset()
             return
+        kept = np.flatnonzero(self._slots)
+        self._slots[kept[length:]] = 0
+        self.length = length
+        # Without position ids the model would number positions by slot: rolled-back slots must go.
+        if not self._has_positions or len(self._slots) - length > _MAX_DEAD_SLOTS:
+            self._compact(kept[:length])
+
+    def _compact(self, kept: np.ndarray) -> None:
+        """Copy only the kept slots back into every state variable."""
+        contiguous = len(kept) == 0 or kept[-1] == len(kept) - 1
         for state in self._request.query_state():
             axis = self._axes[state.name]
             data = state.state.data
-            index = [slice(None)] * data.ndim
-            index[axis] = slice(0, length)
-            state.state = ov.Tensor(np.ascontiguousarray(data[tuple(index)]))
-        self.length = length
+            if contiguous:  # the usual case after a roll back: a slice, not a gather
+                index = [slice(None)] * data.ndim
+                index[axis] = slice(0, len(kept))
+                state.state = ov.Tensor(np.ascontiguousarray(data[tuple(index)]))
+            else:
+                state.state = ov.Tensor(np.ascontiguousarray(np.take(data, kept, axis=axis)))
+        self._slots = np.ones(len(kept), dtype=np.int64)
 
     def reset(self) -> None:
         """Empty the cache for a new prompt."""
         self._request.reset_state()
+        self._slots = np.zeros(0, dtype=np.int64)
         self.length = 0

@@ -44,3 +44,22 @@ def test_keeping_only_the_last_logits_changes_nothing_but_the_work(tiny_pairs):
     last_two = target.model.new_cache().forward(tokens, keep=2)
     assert every.shape[0] == 6 and last_two.shape[0] == 2
     np.testing.assert_allclose(last_two, every[-2:], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_many_roll_backs_then_compaction_equal_a_fresh_prefill(tiny_pairs, arch):
+    """Rolled-back tokens are masked, then compacted away: logits must not notice either."""
+    target, _ = tiny_pairs[arch]
+    rng = np.random.default_rng(0)
+    kept = [5, 40, 77]
+    cache = target.model.new_cache()
+    cache.forward(kept)
+    for _ in range(30):  # 30 rounds of 4 rejected drafts: past the compaction threshold
+        token = int(rng.integers(4, 300))
+        cache.forward([token, *rng.integers(4, 300, size=4).tolist()])
+        cache.trim(len(kept) + 1)
+        kept.append(token)
+        assert cache.length == len(kept)
+    continued = cache.forward([11, 12])
+    fresh = target.model.new_cache().forward(kept + [11, 12])
+    np.testing.assert_allclose(continued, fresh[-2:], atol=1e-4, rtol=1e-4)
