@@ -53,12 +53,14 @@ def test_dynamic_k_grows_on_full_acceptance_and_backs_off_when_drafting_does_not
     schedule = DynamicK(k=4, max_k=10)
     assert schedule.next_k() == 0  # the first step is plain: it measures a target step
     schedule.observe_plain(0.010)
-    schedule.observe_round(4, 4, draft_seconds=0.004, verify_seconds=0.012)
+    schedule.observe_round(4, 4, draft_seconds=0.004, verify_seconds=0.012)  # 5 tokens in 16 ms: pays
     assert schedule.next_k() == 6
     # A draft as slow as the target that is rarely right: speculation cannot pay, so plain steps follow.
-    for _ in range(3):
-        schedule.observe_round(schedule.next_k() or 1, 0, draft_seconds=0.05, verify_seconds=0.012)
-    assert schedule.next_k() == 0
+    schedule.observe_round(6, 0, draft_seconds=0.05, verify_seconds=0.012)
+    assert [schedule.next_k() for _ in range(8)] == [0] * 8
+    assert schedule.next_k() > 0  # then one probe round
+    schedule.observe_round(5, 0, draft_seconds=0.05, verify_seconds=0.012)
+    assert [schedule.next_k() for _ in range(16)] == [0] * 16  # failed again: a pause twice as long
 
 
 def test_fixed_k_never_falls_back():
