@@ -1,0 +1,366 @@
+"""`python -m spec.bench`: autoregressive vs speculative decoding on this CPU, beside openvino-genai
+and optimum-intel, with where the time goes.
+
+Offline by default, on the embedded SmolLM2-135M-Instruct (INT8) with an INT4 copy of itself as
+the draft model (a draft as deep as its target: the case where speculation cannot pay) and prompt
+lookup. Each configuration family runs in its own process for the whole run (so its peak RSS is
+its own); generations are sent round-robin over all configurations within each repeat, after a
+warm-up, so drift on a shared machine hits them alike. Ratios are taken within each repeat, then
+the median over repeats is reported. Writes <out>/<name>.json, .md and .png, and prints the tables.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from spec.bench_plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
+from spec.bench_report import check_targets, markdown, peer_ratios, plot, summarize
+from spec.bench_workers import Worker, WorkerError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PROMPTS = [ROOT / "bench" / "prompts" / "open.json", ROOT / "bench" / "prompts" / "grounded.json"]
+DEFAULT_OUT = ROOT / "bench" / "results"
+SELF_INT4 = "self-int4"  # --draft value: the target itself exported with INT4 weights
+PEERS = (GENAI, OPTIMUM)
+SEED = 1234  # sampled runs: prompt i uses SEED + i in every repeat, so repeats time the same tokens
+
+# --quick: a smoke run (one repeat, one prompt per set, a few tokens), for tests and trying options.
+QUICK = dict(repeats=1, max_new_tokens=[8, 16], k=["2", "dynamic"], prompts_per_set=1, cost_repeats=5)
+FULL = dict(repeats=3, max_new_tokens=[40, 100], k=["1", "2", "4", "8", "dynamic"], prompts_per_set=None, cost_repeats=30)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m spec.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", help="target model reference (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--draft", nargs="*", help=f"draft model references; {SELF_INT4!r} is the target exported at INT4 "
+                        f"(default: {SELF_INT4} for the embedded target, none otherwise; prompt lookup always runs)")
+    parser.add_argument("--prompts", nargs="+", type=Path, default=DEFAULT_PROMPTS, help="prompt-set JSON files (kind open or grounded)")
+    parser.add_argument("--repeats", type=int, help="timed repeats per configuration (default 3; --quick 1)")
+    parser.add_argument("--max-new-tokens", type=int, nargs="+", help="N values for the paper's table (default 40 100)")
+    parser.add_argument("--k", nargs="+", help="K values to sweep, and 'dynamic' (default 1 2 4 8 dynamic)")
+    parser.add_argument("--peer-k", type=int, default=4, help="K for the peers' speculative runs (ours runs it too)")
+    parser.add_argument("--temperature", type=float, default=0.8, help="temperature of the sampled runs")
+    parser.add_argument("--top-p", type=float, default=0.95, help="top-p of the sampled runs")
+    parser.add_argument("--no-sampled", action="store_true", help="greedy runs only")
+    parser.add_argument("--weight-format", default="int8", choices=("int8", "int4", "fp32"), help="compression of converted targets")
+    parser.add_argument("--precision", default="default", choices=("default", "f32"), help="our engine's precision (default: the device's)")
+    parser.add_argument("--name", help="results file name (default: derived from the target)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
+    parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="peers to measure beside ours (default: both)")
+    parser.add_argument("--no-peers", action="store_true", help="skip the peers (same as --peers with no names)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 repeat, 1 prompt per set, 8/16 tokens, K 2 and dynamic")
+    parser.add_argument("--cost-repeats", type=int, help="calls per measurement in 'where the time goes' (default 30)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    defaults = QUICK if args.quick else FULL
+    for key in ("repeats", "max_new_tokens", "k", "cost_repeats"):
+        if getattr(args, key) is None:
+            setattr(args, key, defaults[key])
+    try:
+        ks, dynamic = _parse_ks(args.k)
+        if args.repeats < 1 or min(args.max_new_tokens) < 2:
+            raise ValueError(f"need --repeats ≥ 1 and --max-new-tokens ≥ 2, got {args.repeats} and {args.max_new_tokens}")
+        plan = make_plan(args, ks, dynamic, defaults["prompts_per_set"])
+        report = run(plan, args, argv)
+    except (ValueError, WorkerError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    text = write_outputs(report, plan, args.out)
+    print(text)
+    return 0
+
+
+def _parse_ks(values: list[str]) -> tuple[list[int], bool]:
+    ks, dynamic = [], False
+    for value in values:
+        if value == "dynamic":
+            dynamic = True
+            continue
+        if not value.isdigit() or not 1 <= int(value) <= 64:
+            raise ValueError(f"--k takes integers from 1 to 64 and 'dynamic', got {value!r}")
+        ks.append(int(value))
+    return sorted(set(ks)), dynamic
+
+
+_STARTED = time.perf_counter()
+
+
+def _progress(message: str) -> None:
+    print(f"[bench {time.perf_counter() - _STARTED:4.0f}s] {message}", file=sys.stderr, flush=True)
+
+
+def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> Plan:
+    """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
+    from spec.models import EMBEDDED_REF, ModelError, resolve_model
+
+    target_ref = args.target or EMBEDDED_REF
+    report = lambda message, fraction: _progress(message) if fraction is None else None  # noqa: E731
+    try:
+        target = resolve_model(target_ref, args.weight_format, report)
+        drafts = []
+        for ref in [SELF_INT4] if args.draft is None and args.target is None else (args.draft or []):
+            if ref == SELF_INT4:
+                resolved = resolve_model(target_ref, "int4", report)
+                if resolved.weight_format != "int4":
+                    raise ValueError(f"{SELF_INT4} needs a target that the engine converts itself, but {target_ref} is a ready IR")
+                drafts.append(Draft(SELF_INT4, str(resolved.path), "the target itself with INT4 weights (as deep as the target, so it costs about as much per token)"))
+            else:
+                resolved = resolve_model(ref, args.weight_format, report)
+                drafts.append(Draft(_short(ref), str(resolved.path), f"{ref} ({resolved.weight_format})"))
+    except ModelError as error:
+        raise ValueError(str(error)) from error
+    prompt_sets = load_prompt_sets(args.prompts, prompts_per_set)
+    peers = [] if args.no_peers else [(p, why) for p, why in _available_peers() if p in args.peers]
+    plan = build_plan(
+        _short(target_ref), str(target.path), drafts, prompt_sets, sorted(set(args.max_new_tokens)), ks, dynamic,
+        not args.no_sampled, [p for p, _ in peers if _ is None], args.peer_k, args.precision,
+    )
+    plan.notes += [f"{peer} skipped: {why}" for peer, why in peers if why]
+    for peer in PEERS:
+        if args.no_peers or peer not in args.peers:
+            plan.notes.append(f"{peer} not measured in this run (not asked for)")
+    if not drafts:
+        plan.notes.append("no draft model: only prompt lookup drafts")
+    return plan
+
+
+def _available_peers() -> list[tuple[str, str | None]]:
+    """Each peer and why it cannot run here (None when it can); checked without importing them."""
+    import importlib.util
+
+    out = []
+    for peer, module in ((GENAI, "openvino_genai"), (OPTIMUM, "optimum.intel")):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        out.append((peer, None if found else f"{module} is not installed (pip install -c constraints.txt {peer})"))
+    return out
+
+
+def _short(ref: str) -> str:
+    return ref.removeprefix("embedded:").rstrip("/").split("/")[-1]
+
+
+def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
+    """Load every family, warm up, time all settings round-robin, then measure per-call costs."""
+    started = time.perf_counter()
+    machine = _machine()
+    _progress(f"{len(plan.settings)} configurations in {len(plan.families)} processes, {args.repeats} repeats of "
+              f"{plan.generations_per_repeat()} generations; load average {machine['load_average']}")
+    workers = {family.name: Worker(family) for family in plan.families}  # they load in parallel
+    cost_worker = Worker(plan.costs_family)  # idle until the end; loading it now saves time
+    tokenizer, prompt_ids, eos = _tokenize(plan)  # while the workers load
+    families: dict[str, dict] = {}
+    for name, worker in list(workers.items()):
+        try:
+            families[name] = {"engine": worker.family.engine, "info": worker.ready()}
+        except WorkerError as error:
+            if worker.family.engine not in PEERS:
+                _close_all([*workers.values(), cost_worker])
+                raise
+            plan.notes.append(f"{name} could not load: {_first_line(error)}")
+            worker.close()
+            del workers[name]
+    active = [i for i, s in enumerate(plan.settings) if s.family in workers]
+    failed: dict[int, str] = {}
+    records: list[dict] = []
+
+    def run_one(i: int, prompt_index: int, max_new_tokens: int | None = None) -> dict | None:
+        setting = plan.settings[i]
+        prompt_id, text = plan.prompt_set(setting.prompt_set).prompts[prompt_index]
+        ids = prompt_ids[setting.prompt_set, prompt_index]
+        job = setting.job(text, ids, eos, SEED + prompt_index, args.temperature, args.top_p)
+        if max_new_tokens:
+            job["max_new_tokens"] = max_new_tokens
+        try:
+            return {"prompt": prompt_id, **workers[setting.family].run(job)}
+        except WorkerError as error:
+            if setting.engine not in PEERS:
+                raise
+            failed[i] = _first_line(error)
+            return None
+
+    try:
+        _progress("warm-up")
+        for i in active:
+            run_one(i, 0, min(plan.settings[i].max_new_tokens, 24))
+        load_done = time.perf_counter()
+        for repeat in range(args.repeats):
+            # Rotate the order each repeat so no configuration always runs right after the same one.
+            order = [i for i in active[repeat % len(active):] + active[: repeat % len(active)] if i not in failed]
+            longest = max(len(s.prompts) for s in plan.prompt_sets)
+            for prompt_index in range(longest):
+                for i in order:
+                    if i in failed or prompt_index >= len(plan.prompt_set(plan.settings[i].prompt_set).prompts):
+                        continue
+                    result = run_one(i, prompt_index)
+                    if result is None:
+                        continue
+                    if repeat > 0:
+                        result.pop("tokens", None)  # the first repeat's tokens are enough to compare outputs
+                    records.append({"setting": i, "repeat": repeat, **result})
+            elapsed = time.perf_counter() - load_done
+            _progress(f"repeat {repeat + 1}/{args.repeats} done; {elapsed:.0f} s, about "
+                      f"{elapsed / (repeat + 1) * (args.repeats - repeat - 1):.0f} s to go")
+    finally:
+        for worker in workers.values():
+            worker.stop()  # all at once: each takes a moment to shut OpenVINO down
+        for name, worker in workers.items():
+            families[name]["memory"] = worker.close()
+    for i, why in failed.items():
+        plan.notes.append(f"{plan.settings[i].label} failed: {why}")
+
+    _progress("where the time goes: per-call costs")
+    costs = None
+    try:
+        cost_worker.ready()
+        first_open = next((s for s in plan.prompt_sets if s.kind == "open"), plan.prompt_sets[0])
+        costs = cost_worker.run({
+            "prompt_ids": prompt_ids[first_open.name, 0], "vocab_size": len(tokenizer),
+            "ks": sorted({1, 2, 4, 8} | {s.k for s in plan.settings if s.k}),
+            "repeats": args.cost_repeats, "warmup": 3, "temperature": args.temperature, "top_p": args.top_p,
+        })
+    finally:
+        cost_worker.close()
+
+    summaries = summarize(plan, records, costs)
+    ours_info = next((f["info"] for f in families.values() if f["engine"] == "ours"), {})
+    compiled = ours_info.get("compiled", {})
+    report = {
+        "name": args.name or (f"{_slug(plan.target_label)}-quick" if args.quick else _slug(plan.target_label)),
+        "command": "python -m spec.bench" + "".join(" " + shlex.quote(a) for a in argv),
+        "created": dt.datetime.now().isoformat(timespec="seconds"),
+        "wall_seconds": time.perf_counter() - started,
+        "machine": machine,
+        "versions": _versions(),
+        "precision": args.precision,
+        "precision_note": (
+            f"our compiled target reports inference precision {compiled.get('INFERENCE_PRECISION_HINT', '?')}, "
+            f"KV cache {compiled.get('KV_CACHE_PRECISION', '?')}, hint {compiled.get('PERFORMANCE_HINT', '?')}; "
+            "the peers run with their own defaults on the same IR"
+        ),
+        "measurement": (
+            f"{args.repeats} repeat(s) after a warm-up generation per configuration; configurations interleaved "
+            "round-robin per prompt within each repeat (order rotated every repeat); tokens/s = new tokens ÷ wall time "
+            "of the generation from the prompt's token ids (prefill included, tokenization excluded), summed over the "
+            "prompt set, median over repeats; ratios taken per repeat, then the median. Greedy unless marked sampled."
+        ),
+        "sampling": {"temperature": args.temperature, "top_p": args.top_p, "seed": f"{SEED} + prompt index"},
+        "peer_k": args.peer_k,
+        "models": {
+            "target": {"label": plan.target_label, "path": plan.target_path, "path_name": Path(plan.target_path).name},
+            "drafts": [{"label": d.label, "path": d.path, "description": d.description} for d in plan.drafts],
+        },
+        "prompt_sets": [{"name": s.name, "kind": s.kind, "description": s.description, "prompts": [p for p, _ in s.prompts]} for s in plan.prompt_sets],
+        "settings": [{"index": i, **vars(s), "method": s.method, "label": s.label} for i, s in enumerate(plan.settings)],
+        "summaries": summaries,
+        "peer_ratios": {str(i): v for i, v in peer_ratios(plan, records).items()},
+        "targets": check_targets(plan, records, summaries, costs),
+        "costs": costs,
+        "cost_repeats": args.cost_repeats,
+        "families": families,
+        "peer_notes": [n for n in plan.notes if any(p in n for p in PEERS)],
+        "notes": [n for n in plan.notes if not any(p in n for p in PEERS)],
+        "records": records,
+    }
+    return report
+
+
+def _tokenize(plan: Plan) -> tuple[object, dict[tuple[str, int], list[int]], list[int]]:
+    """The target's tokenizer, every prompt's token ids (as our engine encodes them) and the EOS ids."""
+    from transformers import AutoTokenizer
+
+    from spec.engine import encode_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(plan.target_path)
+    ids = {
+        (prompt_set.name, i): encode_prompt(tokenizer, text)
+        for prompt_set in plan.prompt_sets for i, (_, text) in enumerate(prompt_set.prompts)
+    }
+    eos = set() if tokenizer.eos_token_id is None else {tokenizer.eos_token_id}
+    generation_config = Path(plan.target_path) / "generation_config.json"
+    if generation_config.exists():
+        value = json.loads(generation_config.read_text()).get("eos_token_id")
+        eos.update(value if isinstance(value, list) else [] if value is None else [value])
+    return tokenizer, ids, sorted(eos)
+
+
+def write_outputs(report: dict, plan: Plan, out: Path) -> str:
+    """Write <name>.json, <name>.md and <name>.png into `out`; return the markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    base = out / report["name"]
+    text = markdown(report, plan)
+    _write(base.with_suffix(".json"), json.dumps(report, indent=1, default=str))
+    _write(base.with_suffix(".md"), text)
+    plot(report, plan, base.with_suffix(".png"))
+    _progress(f"wrote {base}.json, .md and .png")
+    return text
+
+
+def _write(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".tmp")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def _close_all(workers: list[Worker]) -> None:
+    for worker in workers:
+        worker.close()
+
+
+def _first_line(error: Exception) -> str:
+    lines = [line for line in str(error).strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else type(error).__name__
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-." else "-" for c in text.lower()).strip("-")
+
+
+def _machine() -> dict:
+    import psutil
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": psutil.cpu_count(logical=False),
+        "threads": psutil.cpu_count(logical=True),
+        "memory_gib": psutil.virtual_memory().total / 2**30,
+        "load_average": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def _versions() -> dict:
+    out = {}
+    for name in ("openvino", "openvino-genai", "openvino-tokenizers", "optimum-intel", "transformers", "torch", "numpy"):
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

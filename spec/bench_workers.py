@@ -1,0 +1,352 @@
+"""Benchmark workers: one process per configuration family (an engine with its models loaded).
+
+Every family lives in its own process for the whole run, so its peak RSS is its own: models,
+runtime and caches of that family alone. The parent sends one generation at a time, round-robin
+over all families, so drift on a shared machine hits every configuration alike.
+
+Engines: "ours" (spec.engine), "openvino-genai" (LLMPipeline: plain, draft_model, prompt_lookup),
+"optimum-intel" (OVModelForCausalLM.generate, plain) and "costs" (spec.runtime directly: the
+per-call cost of a target and draft forward, for "where the time goes").
+"""
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import resource
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CPU = "CPU"
+
+
+@dataclass(frozen=True)
+class Family:
+    """What one worker process loads: an engine, a target and how it drafts."""
+
+    name: str  # label in reports, e.g. "ours · draft self-int4"
+    engine: str  # "ours" | "openvino-genai" | "optimum-intel" | "costs"
+    target: str  # OpenVINO IR folder of the target
+    draft: str | None = None  # IR folder of the draft model, if it drafts with one
+    drafts: tuple[str, ...] = ()  # "costs" only: every draft whose forward to time
+    prompt_lookup: bool = False  # openvino-genai only: build the pipeline with prompt_lookup=True
+    precision: str = "default"  # ours / costs: spec.runtime precision ("default" lets the device choose)
+
+
+class WorkerError(RuntimeError):
+    pass
+
+
+class Worker:
+    """A family's process. Starting it returns at once; `ready` waits for its models to load."""
+
+    def __init__(self, family: Family):
+        self.family = family
+        context = mp.get_context("spawn")  # never fork a process that holds OpenVINO threads
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child, family), daemon=True, name=f"bench:{family.name}")
+        self._process.start()
+        child.close()
+        self.info: dict = {}
+        self._stopping = False
+
+    def ready(self) -> dict:
+        """Wait until the models are loaded; return load time, RSS before/after loading, compiled properties."""
+        self.info = self._receive()
+        return self.info
+
+    def run(self, job: dict) -> dict:
+        self._conn.send(job)
+        return self._receive()
+
+    def stop(self) -> None:
+        """Ask the worker to finish (without waiting); `close` then collects its memory record."""
+        if not self._stopping and self._process.is_alive():
+            self._stopping = True
+            self._conn.send(None)
+
+    def close(self) -> dict:
+        """Stop the worker; return its memory record (peak RSS and the RSS before any model)."""
+        memory = {}
+        try:
+            self.stop()
+            if self._stopping:
+                memory = self._receive()
+        except (WorkerError, OSError):
+            pass
+        finally:
+            self._process.join(timeout=30)
+            if self._process.is_alive():
+                self._process.kill()
+        return memory
+
+    def _receive(self) -> dict:
+        try:
+            kind, payload = self._conn.recv()
+        except EOFError:
+            raise WorkerError(f"worker {self.family.name!r} died (exit code {self._process.exitcode})") from None
+        if kind == "error":
+            raise WorkerError(payload)
+        return payload
+
+
+# Imported before the "before models" RSS reading, so that it counts the libraries, not the models.
+_IMPORTS = {
+    "ours": ("openvino", "transformers", "spec.engine"),
+    "costs": ("openvino", "spec.runtime", "spec.sampling"),
+    "openvino-genai": ("openvino", "openvino_genai"),
+    "optimum-intel": ("openvino", "torch", "transformers", "optimum.intel"),
+}
+
+
+def _serve(conn, family: Family) -> None:
+    try:
+        for module in _IMPORTS[family.engine]:
+            importlib.import_module(module)
+        rss_before = _rss()
+        started = time.perf_counter()
+        runner = _RUNNERS[family.engine](family)
+        info = {"load_seconds": time.perf_counter() - started, "rss_before_load": rss_before, "rss_after_load": _rss()}
+        info.update(getattr(runner, "info", {}))
+        conn.send(("ok", info))
+    except BaseException:
+        conn.send(("error", traceback.format_exc(limit=6)))
+        return
+    while True:
+        job = conn.recv()
+        if job is None:
+            conn.send(("ok", {"peak_rss": _peak_rss(), "rss_before_load": rss_before, "rss_end": _rss()}))
+            return
+        try:
+            conn.send(("ok", runner.run(job)))
+        except BaseException:
+            conn.send(("error", traceback.format_exc(limit=6)))
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def _peak_rss() -> int:
+    # Linux reports ru_maxrss in KiB: the high-water mark of this process's resident set.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _strip_eos(tokens: list[int], eos: set[int]) -> list[int]:
+    """Tokens up to the first end-of-sequence token (ours never counts or emits it)."""
+    for i, token in enumerate(tokens):
+        if token in eos:
+            return tokens[:i]
+    return tokens
+
+
+class _Ours:
+    """spec.engine.generate, exactly as the app and CLI call it."""
+
+    def __init__(self, family: Family):
+        from spec.engine import load_model
+
+        self.target = load_model(family.target, "int8", family.precision)
+        self.draft = load_model(family.draft, "int8", family.precision) if family.draft else None
+        compiled = self.target.model.compiled
+        self.info = {"compiled": {key: str(compiled.get_property(key)) for key in _PROPERTIES if _has(compiled, key)}}
+
+    def run(self, job: dict) -> dict:
+        from spec.config import GenerationConfig
+        from spec.engine import generate
+        from spec.generation import CORRECTION
+
+        k = job.get("k") or 4
+        config = GenerationConfig(
+            max_new_tokens=job["max_new_tokens"],
+            temperature=job["temperature"],
+            top_p=job["top_p"],
+            seed=job["seed"],
+            num_assistant_tokens=k,
+            max_assistant_tokens=max(16, k),
+            dynamic_k=job["dynamic"],
+        )
+        steps = generate(job["prompt"], self.target, config, job["mode"], job.get("drafter") or "draft-model", self.draft)
+        tokens, corrections, step = [], 0, None
+        started = time.perf_counter()  # encoding the prompt is done; prefill starts with the first step
+        for step in steps:
+            tokens += step.token_ids
+            corrections += step.kinds.count(CORRECTION)
+        seconds = time.perf_counter() - started
+        stats = step.stats
+        return {
+            "tokens": tokens,
+            "new_tokens": len(tokens),
+            "seconds": seconds,
+            "ttft_seconds": stats.ttft_seconds,
+            "prompt_tokens": stats.prompt_tokens,
+            "target_calls": stats.target_calls,
+            "plain_steps": stats.plain_steps,
+            "drafted": stats.drafted,
+            "accepted": stats.accepted,
+            "corrections": corrections,
+            "draft_seconds": stats.draft_seconds,
+            "target_seconds": stats.target_seconds,
+        }
+
+
+_PROPERTIES = ("INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION", "PERFORMANCE_HINT", "INFERENCE_NUM_THREADS", "NUM_STREAMS")
+
+
+def _has(compiled, key: str) -> bool:
+    try:
+        compiled.get_property(key)
+        return True
+    except Exception:
+        return False
+
+
+class _Genai:
+    """openvino_genai.LLMPipeline on the prompt's token ids (no tokenization in the timed call)."""
+
+    def __init__(self, family: Family):
+        import openvino_genai
+
+        self._genai = openvino_genai
+        kwargs = {}
+        if family.draft:
+            kwargs["draft_model"] = openvino_genai.draft_model(family.draft, CPU)
+        if family.prompt_lookup:
+            kwargs["prompt_lookup"] = True
+        self.pipe = openvino_genai.LLMPipeline(family.target, CPU, **kwargs)
+        self.speculative = bool(family.draft or family.prompt_lookup)
+        self.info = {"version": openvino_genai.get_version()}
+
+    def run(self, job: dict) -> dict:
+        import openvino as ov
+
+        ids = np.asarray([job["prompt_ids"]], dtype=np.int64)
+        config = self.pipe.get_generation_config()
+        config.max_new_tokens = job["max_new_tokens"]
+        if job["temperature"] > 0:
+            config.do_sample = True
+            config.temperature = job["temperature"]
+            config.top_p = job["top_p"]
+            config.top_k = 0
+            config.rng_seed = job["seed"]
+        else:
+            config.do_sample = False
+        if self.speculative:
+            config.num_assistant_tokens = job["k"]
+            config.max_ngram_size = job["max_ngram_size"]
+        inputs = self._genai.TokenizedInputs(ov.Tensor(ids), ov.Tensor(np.ones_like(ids)))
+        started = time.perf_counter()
+        result = self.pipe.generate(inputs, config)
+        seconds = time.perf_counter() - started
+        tokens = _strip_eos([int(t) for t in result.tokens[0]], set(job["eos_token_ids"]))
+        out = {
+            "tokens": tokens,
+            "new_tokens": len(tokens),
+            "seconds": seconds,
+            "ttft_seconds": result.perf_metrics.get_ttft().mean / 1000.0,
+            "prompt_tokens": ids.shape[1],
+        }
+        if self.speculative:
+            try:
+                metrics = result.extended_perf_metrics
+                out["drafted"], out["accepted"] = int(metrics.get_num_draft_tokens()), int(metrics.get_num_accepted_tokens())
+            except (AttributeError, RuntimeError):  # not every pipeline reports them
+                pass
+        return out
+
+
+class _Optimum:
+    """optimum-intel's OVModelForCausalLM.generate (Transformers' loop over a stateful OpenVINO model)."""
+
+    def __init__(self, family: Family):
+        import optimum.intel
+        from optimum.intel import OVModelForCausalLM
+
+        self.model = OVModelForCausalLM.from_pretrained(family.target, device=CPU, ov_config={"PERFORMANCE_HINT": "LATENCY"})
+        self.info = {"version": getattr(optimum.intel, "__version__", "?")}
+
+    def run(self, job: dict) -> dict:
+        import torch
+
+        ids = torch.tensor([job["prompt_ids"]], dtype=torch.int64)
+        kwargs = {"do_sample": False}
+        if job["temperature"] > 0:
+            torch.manual_seed(job["seed"])
+            kwargs = {"do_sample": True, "temperature": job["temperature"], "top_p": job["top_p"], "top_k": 0}
+        started = time.perf_counter()
+        output = self.model.generate(
+            input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=job["max_new_tokens"],
+            pad_token_id=job["eos_token_ids"][0], **kwargs,
+        )
+        seconds = time.perf_counter() - started
+        tokens = _strip_eos(output[0, ids.shape[1] :].tolist(), set(job["eos_token_ids"]))
+        return {"tokens": tokens, "new_tokens": len(tokens), "seconds": seconds, "prompt_tokens": ids.shape[1]}
+
+
+class _Costs:
+    """Per-call costs through spec.runtime.StatefulLM: where a speculative round spends its time."""
+
+    def __init__(self, family: Family):
+        from spec.models import models_dir
+        from spec.runtime import compile_model
+
+        cache_dir = models_dir() / "compiled"  # as spec.engine.load_model compiles
+        compile = lambda path: compile_model(Path(path) / "openvino_model.xml", family.precision, CPU, cache_dir)  # noqa: E731
+        self.target = compile(family.target)
+        self.drafts = {path: compile(path) for path in family.drafts}
+
+    def run(self, job: dict) -> dict:
+        """Median seconds of: a target call on 1 and on K+1 tokens, a 1-token draft call, a trim, a call after a trim.
+
+        Each repeat starts from a fresh cache holding the prompt, then appends (never trims) while it
+        times the calls, so no call pays for a trim before it; the trim and the call right after it
+        are timed last, because setting a state defers part of its cost to the next inference.
+        """
+        from spec.sampling import Sampler
+
+        prompt_ids, ks = job["prompt_ids"], job["ks"]
+        rng = np.random.default_rng(0)
+        vocab = min(self.target.vocab_size, job["vocab_size"])
+        greedy = Sampler(0.0, 0, 1.0, vocab, rng)
+        sampled = Sampler(job["temperature"], 0, job["top_p"], vocab, rng)
+        target = self.target.new_cache()
+        drafts = {path: compiled.new_cache() for path, compiled in self.drafts.items()}
+        token = int(prompt_ids[-1])
+        samples: dict[str, list[float]] = {}
+
+        def timed(name: str, call):
+            started = time.perf_counter()
+            result = call()
+            samples.setdefault(name, []).append(time.perf_counter() - started)
+            return result
+
+        for repeat in range(job["warmup"] + job["repeats"]):
+            if repeat == job["warmup"]:
+                samples.clear()
+            target.reset()
+            target.forward(prompt_ids)
+            timed("target_1", lambda: target.forward([token]))
+            for k in ks:
+                logits = timed(f"target_{k + 1}", lambda: target.forward([token] * (k + 1)))
+                if k == 4:
+                    timed("greedy_choice_5", lambda: greedy.distribution(logits))
+                    timed("sampled_distribution_5", lambda: sampled.distribution(logits))
+            target.forward([token] * 4)
+            timed("trim_5", lambda: target.trim(target.length - 4))
+            timed("target_1_after_trim", lambda: target.forward([token]))
+            for path, cache in drafts.items():
+                cache.reset()
+                cache.forward(prompt_ids)
+                cache.forward([token])
+                timed(f"draft_1:{path}", lambda: cache.forward([token]))
+        out = {name: float(np.median(values)) for name, values in samples.items()}
+        return out | {"context_tokens": len(prompt_ids)}
+
+
+_RUNNERS = {"ours": _Ours, "openvino-genai": _Genai, "optimum-intel": _Optimum, "costs": _Costs}
+

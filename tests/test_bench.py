@@ -1,0 +1,80 @@
+"""The benchmark runs end to end on tiny models and reports what it measured, in every output."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, tiny_pairs, tiny_models_dir):
+    """One quick benchmark run (1 repeat, 8 and 16 tokens, K 2 and dynamic) on a tiny pair, with openvino-genai.
+
+    optimum-intel is left out only to keep the test fast (its process imports torch).
+    """
+    from spec import bench
+
+    root = tmp_path_factory.mktemp("bench")
+    target, draft = (loaded.ref for loaded in tiny_pairs["llama"])  # checkpoints, already converted at fp32; the draft is a noisy copy
+    prompts = []
+    for kind, text in (("open", "Hello world, hello"), ("grounded", "the cat and the dog and the cat and the")):
+        path = root / f"{kind}.json"
+        path.write_text(json.dumps({"name": kind, "kind": kind, "prompts": [{"id": f"{kind}-1", "text": text}]}))
+        prompts.append(str(path))
+    out = root / "results"
+    argv = [
+        "--quick", "--target", str(target), "--draft", str(draft), "--weight-format", "fp32", "--precision", "f32",
+        "--prompts", *prompts, "--out", str(out), "--name", "smoke", "--cost-repeats", "3", "--peers", "openvino-genai",
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPEC_MODELS_DIR", str(tiny_models_dir))  # the tiny conversions' cache, inherited by the workers
+        assert bench.main(argv) == 0
+    return out, json.loads((out / "smoke.json").read_text()), (out / "smoke.md").read_text()
+
+
+def test_writes_json_markdown_and_plot(smoke_run):
+    out, report, text = smoke_run
+    assert (out / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report["command"].startswith("python -m spec.bench --quick")
+    assert report["machine"]["cores"] >= 1 and "openvino" in report["versions"]
+    for family in report["families"].values():
+        assert family["memory"]["peak_rss"] >= family["info"]["rss_before_load"] > 0
+
+
+def test_table_has_the_papers_rows_and_the_sweep(smoke_run):
+    _, report, text = smoke_run
+    for n in (8, 16):
+        assert f"| {n} | open | autoregressive | " in text
+        assert f"| {n} | grounded | autoregressive | " in text
+        assert f"| {n} | open | speculative · draft llama-draft · dynamic K | " in text
+        assert f"| {n} | grounded | speculative · prompt lookup · dynamic K | " in text
+    for row in ("| draft llama-draft | open | 2 |", "| prompt lookup | grounded | 2 |", "| draft llama-draft | open | 4 |"):
+        assert row in text  # 4 is the peers' K, which ours runs too
+    assert "## Sampled" in text and "## Where the time goes" in text and "## Peak memory" in text
+    ours = [s for s, su in zip(report["settings"], report["summaries"]) if s["engine"] == "ours"]
+    assert ours and all(su["tokens_per_second"] > 0 for s, su in zip(report["settings"], report["summaries"]) if s["engine"] == "ours")
+
+
+def test_greedy_speculative_matches_autoregressive_in_the_benchmark(smoke_run):
+    """At f32, every greedy speculative run must reproduce our autoregressive tokens exactly."""
+    _, report, _ = smoke_run
+    greedy_spec = [
+        su for s, su in zip(report["settings"], report["summaries"])
+        if s["engine"] == "ours" and s["mode"] == "speculative" and not s["sampled"]
+    ]
+    assert greedy_spec and all(su["same_tokens_as_ar"] == "1/1" for su in greedy_spec)
+    drafted = [su for su in greedy_spec if su.get("mean_k")]
+    assert drafted and all(0.0 <= su["alpha"] <= 1.0 for su in drafted)
+
+
+def test_targets_are_all_checked(smoke_run):
+    _, report, text = smoke_run
+    goals = {t["target"] for t in report["targets"]}
+    assert any(g.startswith("dynamic K ≥ 0.95×") for g in goals)
+    assert any(g.startswith("prompt lookup ≥ 2.0×") for g in goals)
+    assert any(g.startswith("target call on K+1=5 tokens") for g in goals)
+    if "openvino-genai" in report["versions"] and not report["peer_notes"]:
+        assert "our autoregressive ≥ openvino-genai plain" in goals
+        assert "our speculative ≥ openvino-genai speculative (same pair, K)" in goals
+    assert all(t["met"] in (True, False) for t in report["targets"])
+    assert "## Targets" in text and ("**met**" in text or "**missed**" in text)
