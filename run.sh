@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's two commands:  ./run.sh app  (start the Space)  and  ./run.sh test  (run the tests).
+# The README's two commands:  ./run.sh app  (start the Space)  and  ./run.sh test  (run the tests);
+# ./run.sh bench runs the benchmark.
 # Both first make sure .venv holds everything; that set-up runs once and again only when the
 # requirements change.
 set -euo pipefail
@@ -39,12 +40,17 @@ case "$command" in
     exec "$venv/bin/python" app.py "$@"
     ;;
   test)
-    install requirements.txt requirements-dev.txt
+    # The benchmark's own tests run it with its peers, so they need its dependencies too.
+    install requirements.txt requirements-dev.txt requirements-bench.txt
     browser
     exec "$venv/bin/python" -m pytest -q "$@"
     ;;
+  bench)
+    install requirements.txt requirements-bench.txt
+    exec "$venv/bin/python" -m spec.bench "$@"
+    ;;
   *)
-    echo "usage: ./run.sh app [--share] [--host H] [--port P]   |   ./run.sh test [pytest args]" >&2
+    echo "usage: ./run.sh app [--share] [--host H] [--port P]  |  ./run.sh test [pytest args]  |  ./run.sh bench [options]" >&2
     exit 2
     ;;
 esac

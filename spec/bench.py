@@ -146,7 +146,7 @@ def _available_peers() -> list[tuple[str, str | None]]:
             found = importlib.util.find_spec(module) is not None
         except ModuleNotFoundError:
             found = False
-        out.append((peer, None if found else f"{module} is not installed (pip install -c constraints.txt {peer})"))
+        out.append((peer, None if found else f"{module} is not installed (./run.sh bench installs it, or pip install -r requirements-bench.txt)"))
     return out
 
 
@@ -305,8 +305,11 @@ def write_outputs(report: dict, plan: Plan, out: Path) -> str:
     text = markdown(report, plan)
     _write(base.with_suffix(".json"), json.dumps(report, indent=1, default=str))
     _write(base.with_suffix(".md"), text)
-    plot(report, plan, base.with_suffix(".png"))
-    _progress(f"wrote {base}.json, .md and .png")
+    try:
+        plot(report, plan, base.with_suffix(".png"))
+        _progress(f"wrote {base}.json, .md and .png")
+    except ModuleNotFoundError:  # the numbers matter more than the picture: keep them
+        _progress(f"wrote {base}.json and .md; no plot: matplotlib is not installed (pip install -r requirements-bench.txt)")
     return text
 
 
