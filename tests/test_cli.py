@@ -54,7 +54,7 @@ def test_json_contract_and_greedy_agreement(capsys, tiny_checkpoints, tiny_model
               "--weight-format", "fp32", "--precision", "f32", "--json", "--quiet"]
     results = []
     with models_dir_at(tiny_models_dir):
-        for extra in (["--mode", "autoregressive"], ["--draft", draft, "--k", "3"], ["--prompt-lookup"]):
+        for extra in (["--mode", "autoregressive"], ["--draft", draft, "--k", "3", "--no-dynamic-k"], ["--prompt-lookup"]):
             assert main(common + extra) == 0
             out = capsys.readouterr().out.strip().splitlines()
             assert len(out) == 1, "--json prints exactly one JSON object"
