@@ -1,59 +1,117 @@
 """Dynamic K, aware of cost: how many tokens to draft next, or none when drafting does not pay.
 
-K follows transformers' heuristic (+2 after a round that kept every draft, -1 otherwise). On top,
-the loop measures what speculation really costs per token it yields (drafting, verifying and
-everything around them, over recent rounds) against a plain target step. Leviathan et al.'s
-formula predicts the same trade-off from the acceptance rate and the cost ratio; measuring it
-also counts what the formula leaves out (the draft catching up, sampling, Python).
-When speculation costs more per token than a plain step, the loop takes plain steps for a while,
-doubling the pause each time a probe round fails again, so a poor or expensive draft costs little.
+K follows transformers' heuristic (+2 after a round that kept every draft, -1 otherwise), capped
+by Leviathan et al.'s cost model: with acceptance rate α, a draft step costing c plain target
+steps, and a verify call on K+1 tokens costing 1 + βK plain steps (all three measured as the
+generation runs), a round of K drafts yields (1 − α^(K+1)) / (1 − α) tokens for K·c + 1 + βK steps.
+K never goes past the K that yields most per step; when no K beats a plain step, the loop takes
+plain steps for a while, then probes again with the cheapest round (K = 1), doubling the pause
+each time the probe confirms that drafting does not pay. A poor or expensive draft costs little.
+
+What a draft model's pair learned carries over to the pair's next generation (`PairMemory`): its
+cost is a property of the two models on this device, so a draft that cannot pay is not re-learned
+at every prompt. Prompt lookup starts afresh each time: its payoff depends on the prompt.
 """
 from __future__ import annotations
 
-_SMOOTHING = 0.3  # weight of the newest observation in the moving averages
+from dataclasses import dataclass
+
+_DECAY = 0.7  # weight kept by older rounds in the running estimates
 _FIRST_PAUSE, _MAX_PAUSE = 8, 128  # plain steps before probing again (doubling)
+_PRIOR_ACCEPTED, _PRIOR_REJECTED = 1.0, 1.0  # α starts at 0.5, and one round moves it
+
+
+def expected_tokens(alpha: float, k: int) -> float:
+    """Tokens a round of k drafts yields on average: the kept drafts plus the target's own token."""
+    if alpha >= 1.0:
+        return k + 1.0
+    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
+
+
+def predicted_speedup(alpha: float, k: int, draft_cost: float, verify_slope: float) -> float:
+    """Leviathan et al.'s speed-up over plain decoding, with the verify call's measured growth in K.
+
+    draft_cost: a draft step in plain target steps (c). verify_slope: extra cost of each verified
+    token in plain target steps (β; a verify call on K+1 tokens costs 1 + βK).
+    """
+    return expected_tokens(alpha, k) / (k * draft_cost + 1.0 + verify_slope * k)
+
+
+@dataclass
+class PairMemory:
+    """What speculation measured for one (target, draft model) pair, shared by its generations."""
+
+    accepted: float = _PRIOR_ACCEPTED  # decayed counts of kept drafts ...
+    rejected: float = _PRIOR_REJECTED  # ... and of rejections
+    draft_cost: float | None = None  # c: a draft step ÷ a plain target step
+    verify_slope: float | None = None  # β: (a verify call ÷ a plain step − 1) ÷ K
+    t_step: float | None = None  # seconds of a plain (1-token) target step
+    plain_left: int = 0  # plain steps still to take before the next probe
+    pause: int = _FIRST_PAUSE  # the length of the next pause
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / (self.accepted + self.rejected)
 
 
 class DynamicK:
-    """Chooses K for each round from what the previous rounds measured."""
+    """Chooses K for each round from what the previous rounds (and generations) measured."""
 
-    def __init__(self, k: int, max_k: int, dynamic: bool = True):
+    def __init__(self, k: int, max_k: int, dynamic: bool = True, memory: PairMemory | None = None):
         self.k = k
         self.max_k = max_k
         self.dynamic = dynamic
-        self.t_step: float | None = None  # seconds of a plain (1-token) target step
-        self._round_seconds = 0.0  # exponentially weighted seconds spent in speculative rounds ...
-        self._round_tokens = 0.0  # ... and tokens they yielded
-        self._plain_left = 1 if dynamic else 0  # one plain step first: it measures t_step
-        self._pause = _FIRST_PAUSE
+        self.memory = memory if memory is not None else PairMemory()
 
     @property
-    def seconds_per_token(self) -> float | None:
-        """Measured cost of a token from recent speculative rounds."""
-        return self._round_seconds / self._round_tokens if self._round_tokens else None
+    def alpha(self) -> float:
+        return self.memory.alpha
+
+    def best_k(self) -> tuple[int, float]:
+        """The K (1..max_k) the cost model expects to yield most per step, and that speed-up."""
+        m = self.memory
+        if m.draft_cost is None or m.verify_slope is None:
+            return self.max_k, float("inf")  # nothing measured yet: let the heuristic decide
+        return max(
+            ((k, predicted_speedup(m.alpha, k, m.draft_cost, m.verify_slope)) for k in range(1, self.max_k + 1)),
+            key=lambda pair: pair[1],
+        )
 
     def next_k(self) -> int:
         """Tokens to draft next; 0 means take a plain target step."""
-        if self._plain_left > 0:
-            self._plain_left -= 1
+        if not self.dynamic:
+            return self.k
+        m = self.memory
+        if m.t_step is None:
+            return 0  # a plain step first: it measures what a round must beat
+        if m.plain_left > 0:
+            m.plain_left -= 1
+            if m.plain_left == 0:
+                self.k = 1  # the probe after a pause: the cheapest round that still measures α and c
             return 0
-        return self.k
+        return min(self.k, self.best_k()[0])
 
     def observe_plain(self, seconds: float) -> None:
-        self.t_step = seconds if self.t_step is None else (1 - _SMOOTHING) * self.t_step + _SMOOTHING * seconds
+        m = self.memory
+        m.t_step = seconds if m.t_step is None else _DECAY * m.t_step + (1 - _DECAY) * seconds
 
     def observe_round(self, k: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
-        """Learn from a round that drafted k tokens and kept `accepted` of them."""
+        """Learn from a round that drafted k tokens (in `draft_seconds`, catching up excluded) and kept
+        `accepted` of them, verified in `verify_seconds`."""
         if not self.dynamic or k == 0:
             return
         self.k = min(self.k + 2, self.max_k) if accepted == k else max(1, self.k - 1)
-        decay = 1 - _SMOOTHING
-        self._round_seconds = decay * self._round_seconds + draft_seconds + verify_seconds
-        self._round_tokens = decay * self._round_tokens + accepted + 1
-        if self.t_step is None or self.seconds_per_token < self.t_step:
-            self._pause = _FIRST_PAUSE
+        m = self.memory
+        m.accepted = _DECAY * m.accepted + accepted
+        m.rejected = _DECAY * m.rejected + (accepted < k)
+        if m.t_step is None:
             return
-        self._plain_left = self._pause
-        self._pause = min(2 * self._pause, _MAX_PAUSE)
-        # The probe after the pause is judged on its own, not on the rounds that caused the pause.
-        self._round_seconds = self._round_tokens = 0.0
+        c = draft_seconds / k / m.t_step
+        beta = max(0.0, verify_seconds / m.t_step - 1.0) / k
+        m.draft_cost = c if m.draft_cost is None else _DECAY * m.draft_cost + (1 - _DECAY) * c
+        m.verify_slope = beta if m.verify_slope is None else _DECAY * m.verify_slope + (1 - _DECAY) * beta
+        if self.best_k()[1] > 1.0:
+            m.pause = _FIRST_PAUSE
+        else:
+            m.plain_left = m.pause
+            m.pause = min(2 * m.pause, _MAX_PAUSE)

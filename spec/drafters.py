@@ -20,7 +20,8 @@ from spec.sampling import Sampler
 class Proposal(NamedTuple):
     tokens: np.ndarray  # (k,) drafted token ids, k may be smaller than asked (even 0)
     q: np.ndarray | None  # (k, vocab) draft distributions, or None: each token was certain (q one-hot)
-    seconds: float  # time spent drafting
+    seconds: float  # time spent drafting, catching up included
+    catch_up_seconds: float = 0.0  # of which feeding the draft what it missed (the prompt, or a pause)
 
 
 class Drafter(Protocol):
@@ -47,6 +48,12 @@ class DraftModelDrafter:
         started = time.perf_counter()
         self.roll_back(context)
         pending = list(context[len(self._cached) :])
+        catch_up = 0.0
+        if len(pending) > 2:  # after the prompt or a pause: feed what the draft missed in one call
+            self.cache.forward(pending[:-1], keep=1)
+            self._cached += pending[:-1]
+            pending = pending[-1:]
+            catch_up = time.perf_counter() - started
         tokens, dists = [], []
         for i in range(k):
             token, q = decode_one_token(self.cache, pending, self.sampler)
@@ -56,7 +63,7 @@ class DraftModelDrafter:
             pending = [token]
         # The last drafted token is not fed: the next round feeds it only if the target keeps it.
         q = None if self.sampler.greedy else np.stack(dists)
-        return Proposal(np.asarray(tokens, dtype=np.int64), q, time.perf_counter() - started)
+        return Proposal(np.asarray(tokens, dtype=np.int64), q, time.perf_counter() - started, catch_up)
 
     def roll_back(self, context: Sequence[int]) -> None:
         keep = _common_prefix_length(self._cached, context)

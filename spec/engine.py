@@ -12,6 +12,7 @@ from typing import Iterator
 
 import numpy as np
 
+from spec.adaptive_k import PairMemory
 from spec.autoregressive import autoregressive
 from spec.config import DRAFTERS, MODES, GenerationConfig
 from spec.drafters import DraftModelDrafter, Drafter, PromptLookupDrafter
@@ -34,6 +35,7 @@ class LoadedModel:
     eos_token_ids: set[int]
     size_bytes: int  # weights on disk: what the memory budget counts
     _pairs: dict = field(default_factory=dict, repr=False)  # draft ref -> shared vocab size
+    _memories: dict = field(default_factory=dict, repr=False)  # draft model folder -> PairMemory (dynamic K)
 
     @property
     def vocab_size(self) -> int:
@@ -177,4 +179,9 @@ def generate(
     cache = target.model.new_cache()
     if mode == "autoregressive":
         return autoregressive(cache, sampler, generation, cancel)
-    return speculative(cache, chosen, sampler, generation, cancel)
+    # A draft model's cost is a property of the pair: what dynamic K learned carries over to the
+    # pair's next generation. Prompt lookup's payoff depends on the prompt, so it starts afresh.
+    memory = None
+    if draft is not None and isinstance(chosen, DraftModelDrafter):
+        memory = target._memories.setdefault(str(draft.resolved.path), PairMemory())
+    return speculative(cache, chosen, sampler, generation, cancel, memory)

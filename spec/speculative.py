@@ -11,7 +11,7 @@ import time
 from typing import Iterator
 
 from spec.acceptance import speculative_accept
-from spec.adaptive_k import DynamicK
+from spec.adaptive_k import DynamicK, PairMemory
 from spec.autoregressive import decode_one_token
 from spec.drafters import Drafter
 from spec.generation import ACCEPTED, BONUS, CORRECTION, TARGET, Generation, Step
@@ -25,10 +25,14 @@ def speculative(
     sampler: Sampler,
     generation: Generation,
     cancel: threading.Event | None = None,
+    memory: PairMemory | None = None,
 ) -> Iterator[Step]:
-    """Yields a Step per target call until the generation stops."""
+    """Yields a Step per target call until the generation stops.
+
+    `memory` carries what dynamic K measured for this pair in earlier generations (None: start afresh).
+    """
     config = generation.config
-    schedule = DynamicK(config.num_assistant_tokens, config.max_assistant_tokens, config.dynamic_k)
+    schedule = DynamicK(config.num_assistant_tokens, config.max_assistant_tokens, config.dynamic_k, memory)
     stats = generation.stats
     generation.resume()
     cache.reset()
@@ -79,7 +83,7 @@ def speculative(
         drafter.roll_back(context)
 
         # 5. Adapt K to what this round measured.
-        schedule.observe_round(drafted, accepted, proposal.seconds, verify_seconds)
+        schedule.observe_round(drafted, accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds)
         stats.drafted += drafted
         stats.accepted += accepted
         stats.record_round(accepted)

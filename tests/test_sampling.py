@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-from spec.adaptive_k import DynamicK
 from spec.drafters import prompt_lookup
 from spec.sampling import probabilities, sample
 
@@ -47,23 +46,3 @@ def test_prompt_lookup_copies_what_followed_the_latest_match():
     np.testing.assert_array_equal(prompt_lookup(context, 10), [2, 3, 9, 5, 6, 7])
     # No earlier occurrence of the last token: nothing to propose.
     assert len(prompt_lookup(np.array([1, 2, 3, 4]), 4)) == 0
-
-
-def test_dynamic_k_grows_on_full_acceptance_and_backs_off_when_drafting_does_not_pay():
-    schedule = DynamicK(k=4, max_k=10)
-    assert schedule.next_k() == 0  # the first step is plain: it measures a target step
-    schedule.observe_plain(0.010)
-    schedule.observe_round(4, 4, draft_seconds=0.004, verify_seconds=0.012)  # 5 tokens in 16 ms: pays
-    assert schedule.next_k() == 6
-    # A draft as slow as the target that is rarely right: speculation cannot pay, so plain steps follow.
-    schedule.observe_round(6, 0, draft_seconds=0.05, verify_seconds=0.012)
-    assert [schedule.next_k() for _ in range(8)] == [0] * 8
-    assert schedule.next_k() > 0  # then one probe round
-    schedule.observe_round(5, 0, draft_seconds=0.05, verify_seconds=0.012)
-    assert [schedule.next_k() for _ in range(16)] == [0] * 16  # failed again: a pause twice as long
-
-
-def test_fixed_k_never_falls_back():
-    schedule = DynamicK(k=3, max_k=10, dynamic=False)
-    schedule.observe_round(3, 0, draft_seconds=1.0, verify_seconds=1.0)
-    assert [schedule.next_k() for _ in range(3)] == [3, 3, 3]

@@ -1,0 +1,86 @@
+"""Dynamic K: the cost model against Leviathan et al.'s formula, and the schedule it drives."""
+import numpy as np
+import pytest
+
+from spec.adaptive_k import DynamicK, PairMemory, expected_tokens, predicted_speedup
+
+T = 0.010  # seconds of a plain target step in these tests
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.8, 0.99])
+@pytest.mark.parametrize("k", [1, 4, 8])
+def test_expected_tokens_per_round_match_a_simulation(alpha, k):
+    """Each draft is kept with probability α until the first rejection; the target adds one token."""
+    rng = np.random.default_rng(0)
+    kept = (rng.random((200_000, k)) < alpha).cumprod(axis=1).sum(axis=1)
+    assert expected_tokens(alpha, k) == pytest.approx(kept.mean() + 1, rel=0.01)
+    assert expected_tokens(1.0, k) == k + 1
+
+
+def test_predicted_speedup_is_leviathans_formula():
+    # (1 - α^(K+1)) / ((1 - α)(Kc + 1)) when a verify call costs what a one-token step costs.
+    assert predicted_speedup(0.8, 4, 0.05, 0.0) == pytest.approx((1 - 0.8**5) / (0.2 * (4 * 0.05 + 1)))
+    # A verify call that grows with K lowers it: 5 tokens verified at 1.5 steps.
+    assert predicted_speedup(0.8, 4, 0.05, 0.125) == pytest.approx((1 - 0.8**5) / (0.2 * (4 * 0.05 + 1.5)))
+
+
+def test_k_grows_on_full_acceptance_within_what_the_cost_model_allows():
+    schedule = DynamicK(k=4, max_k=10)
+    assert schedule.next_k() == 0  # the first step is plain: it measures a target step
+    schedule.observe_plain(T)
+    schedule.observe_round(4, 4, draft_seconds=0.1 * T * 4, verify_seconds=1.2 * T)  # cheap, all kept
+    assert schedule.next_k() == 6  # +2
+    schedule.observe_round(6, 2, draft_seconds=0.1 * T * 6, verify_seconds=1.3 * T)
+    k, speedup = schedule.best_k()
+    assert speedup > 1 and 1 <= k <= 10
+    assert schedule.next_k() == min(5, k)  # -1, and never past the K the cost model expects to pay best
+
+
+def test_a_draft_that_cannot_pay_gets_plain_steps_and_ever_rarer_probes():
+    # A draft nearly as slow as the target (an INT4 copy of it): even a good acceptance cannot pay.
+    schedule = DynamicK(k=4, max_k=10)
+    assert schedule.next_k() == 0
+    schedule.observe_plain(T)
+    schedule.observe_round(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T)
+    assert schedule.best_k()[1] < 1
+    assert [schedule.next_k() for _ in range(8)] == [0] * 8
+    assert schedule.next_k() == 1  # the probe is the cheapest round
+    schedule.observe_round(1, 1, draft_seconds=0.8 * T, verify_seconds=1.1 * T)
+    assert [schedule.next_k() for _ in range(16)] == [0] * 16  # failed again: a pause twice as long
+    assert schedule.next_k() == 1
+
+
+def test_a_free_drafter_keeps_drafting_through_a_bad_round():
+    """Prompt lookup costs nothing to draft: one fully rejected round is no reason to stop."""
+    schedule = DynamicK(k=4, max_k=10)
+    schedule.next_k()
+    schedule.observe_plain(T)
+    schedule.observe_round(4, 4, draft_seconds=1e-5, verify_seconds=1.4 * T)
+    schedule.observe_round(6, 0, draft_seconds=1e-5, verify_seconds=1.6 * T)
+    assert schedule.best_k()[1] > 1
+    assert schedule.next_k() == min(5, schedule.best_k()[0]) > 1
+
+
+def test_what_a_pair_learned_carries_over_to_its_next_generation():
+    memory = PairMemory()
+    first = DynamicK(k=4, max_k=10, memory=memory)
+    first.next_k()
+    first.observe_plain(T)
+    first.observe_round(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T)
+    for _ in range(3):
+        first.next_k()  # the generation ends 3 steps into its 8-step pause
+    second = DynamicK(k=4, max_k=10, memory=memory)
+    assert [second.next_k() for _ in range(5)] == [0] * 5  # the rest of the pause: no re-learning
+    assert second.next_k() == 1
+    # A fresh pair starts by measuring: one plain step, then the K asked for.
+    fresh = DynamicK(k=4, max_k=10, memory=PairMemory())
+    assert fresh.next_k() == 0
+    fresh.observe_plain(T)
+    assert fresh.next_k() == 4
+
+
+def test_fixed_k_never_falls_back():
+    schedule = DynamicK(k=3, max_k=10, dynamic=False)
+    schedule.observe_plain(T)
+    schedule.observe_round(3, 0, draft_seconds=1.0, verify_seconds=1.0)
+    assert [schedule.next_k() for _ in range(3)] == [3, 3, 3]
