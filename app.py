@@ -430,7 +430,6 @@ def _config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, seed) -> G
         top_p=float(top_p),
         seed=None if seed is None else int(seed),
         num_assistant_tokens=int(k),
-        max_assistant_tokens=max(16, int(k)),
         dynamic_k=bool(dynamic_k),
     ).validate()
 
@@ -606,7 +605,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
         custom_draft = gr.Textbox(label="Draft model (same tokenizer; empty for prompt lookup only)", placeholder="owner/name or /path/to/model")
     with gr.Accordion("Advanced: K, sampling, seed", open=False):
         with gr.Row():
-            k = gr.Slider(1, 16, value=4, step=1, label="K: tokens drafted per target call")
+            k = gr.Slider(1, 16, value=4, step=1, label="K: tokens each target call verifies")
             dynamic_k = gr.Checkbox(value=True, label="Dynamic K (adapt K to acceptance; plain steps when drafting does not pay)")
         with gr.Row():
             temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")

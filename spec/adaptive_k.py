@@ -2,8 +2,10 @@
 
 K follows transformers' heuristic (+2 after a round that kept every draft, -1 otherwise), capped
 by Leviathan et al.'s cost model: with acceptance rate α, a draft step costing c plain target
-steps, and a verify call on K+1 tokens costing 1 + βK plain steps (all three measured as the
-generation runs), a round of K drafts yields (1 − α^(K+1)) / (1 − α) tokens for K·c + 1 + βK steps.
+steps, and a verify call costing v plain steps (all three measured as the generation runs), a
+round of K drafts yields (1 − α^(K+1)) / (1 − α) tokens for K·c + v steps. The verify call has
+the same width whatever K is (see spec.speculative), so v does not grow with K, and a drafter
+that costs nothing (prompt lookup) always drafts the whole width.
 K never goes past the K that yields most per step; when no K beats a plain step, the loop takes
 plain steps for a while, then probes again with the cheapest round (K = 1), doubling the pause
 each time the probe confirms that drafting does not pay. A poor or expensive draft costs little.
@@ -28,13 +30,13 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def predicted_speedup(alpha: float, k: int, draft_cost: float, verify_slope: float) -> float:
-    """Leviathan et al.'s speed-up over plain decoding, with the verify call's measured growth in K.
+def predicted_speedup(alpha: float, k: int, draft_cost: float, verify_cost: float = 1.0) -> float:
+    """Leviathan et al.'s speed-up over plain decoding, with the verify call's measured cost.
 
-    draft_cost: a draft step in plain target steps (c). verify_slope: extra cost of each verified
-    token in plain target steps (β; a verify call on K+1 tokens costs 1 + βK).
+    draft_cost: a draft step in plain target steps (c). verify_cost: a verify call in plain target
+    steps (v; Leviathan et al. take it as 1).
     """
-    return expected_tokens(alpha, k) / (k * draft_cost + 1.0 + verify_slope * k)
+    return expected_tokens(alpha, k) / (k * draft_cost + verify_cost)
 
 
 @dataclass
@@ -44,7 +46,7 @@ class PairMemory:
     accepted: float = _PRIOR_ACCEPTED  # decayed counts of kept drafts ...
     rejected: float = _PRIOR_REJECTED  # ... and of rejections
     draft_cost: float | None = None  # c: a draft step ÷ a plain target step
-    verify_slope: float | None = None  # β: (a verify call ÷ a plain step − 1) ÷ K
+    verify_cost: float | None = None  # v: a verify call ÷ a plain step
     t_step: float | None = None  # seconds of a plain (1-token) target step
     plain_left: int = 0  # plain steps still to take before the next probe
     pause: int = _FIRST_PAUSE  # the length of the next pause
@@ -70,10 +72,10 @@ class DynamicK:
     def best_k(self) -> tuple[int, float]:
         """The K (1..max_k) the cost model expects to yield most per step, and that speed-up."""
         m = self.memory
-        if m.draft_cost is None or m.verify_slope is None:
+        if m.draft_cost is None or m.verify_cost is None:
             return self.max_k, float("inf")  # nothing measured yet: let the heuristic decide
         return max(
-            ((k, predicted_speedup(m.alpha, k, m.draft_cost, m.verify_slope)) for k in range(1, self.max_k + 1)),
+            ((k, predicted_speedup(m.alpha, k, m.draft_cost, m.verify_cost)) for k in range(1, self.max_k + 1)),
             key=lambda pair: pair[1],
         )
 
@@ -107,9 +109,9 @@ class DynamicK:
         if m.t_step is None:
             return
         c = draft_seconds / k / m.t_step
-        beta = max(0.0, verify_seconds / m.t_step - 1.0) / k
+        v = verify_seconds / m.t_step
         m.draft_cost = c if m.draft_cost is None else _DECAY * m.draft_cost + (1 - _DECAY) * c
-        m.verify_slope = beta if m.verify_slope is None else _DECAY * m.verify_slope + (1 - _DECAY) * beta
+        m.verify_cost = v if m.verify_cost is None else _DECAY * m.verify_cost + (1 - _DECAY) * v
         if self.best_k()[1] > 1.0:
             m.pause = _FIRST_PAUSE
         else:

@@ -168,7 +168,6 @@ class _Ours:
             top_p=job["top_p"],
             seed=job["seed"],
             num_assistant_tokens=k,
-            max_assistant_tokens=max(16, k),
             dynamic_k=job["dynamic"],
         )
         steps = generate(job["prompt"], self.target, config, job["mode"], job.get("drafter") or "draft-model", self.draft)

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--prompt", required=True, help="the prompt text")
     run.add_argument("--mode", choices=("autoregressive", "speculative"), default="speculative")
     run.add_argument("--max-new-tokens", type=int, default=128)
-    run.add_argument("--k", type=int, default=4, help="tokens drafted per target call (starting value with dynamic K)")
+    run.add_argument("--k", type=int, default=4, help="tokens each target call verifies (with dynamic K a draft model may make fewer; free guesses fill the rest)")
     run.add_argument("--no-dynamic-k", action="store_true", help="keep K fixed")
     run.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
     run.add_argument("--top-p", type=float, default=1.0)
@@ -79,7 +79,6 @@ def run(args: argparse.Namespace) -> dict:
         top_k=args.top_k,
         seed=args.seed,
         num_assistant_tokens=args.k,
-        max_assistant_tokens=max(16, args.k),
         dynamic_k=not args.no_dynamic_k,
         chat=not args.no_chat,
     ).validate()

@@ -15,9 +15,8 @@ class GenerationConfig:
     top_k: int = 0  # keep only the k most likely tokens; 0 keeps all
     top_p: float = 1.0  # nucleus sampling mass; 1.0 keeps all
     seed: int | None = None  # seeds sampling (and speculative acceptance) for reproducible runs
-    num_assistant_tokens: int = 4  # K: tokens drafted per target call (the starting K when dynamic)
+    num_assistant_tokens: int = 4  # K: tokens each target call verifies (dynamic K tunes how many a draft model makes)
     dynamic_k: bool = True  # adapt K to acceptance and fall back to plain steps when drafting does not pay
-    max_assistant_tokens: int = 16  # upper bound for dynamic K
     prompt_lookup_max_ngram: int = 3  # longest n-gram prompt lookup matches on
     stop_strings: tuple[str, ...] = field(default_factory=tuple)  # stop when the text contains one of these
     chat: bool = True  # wrap the prompt in the tokenizer's chat template when it has one
@@ -38,11 +37,6 @@ class GenerationConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if not isinstance(self.num_assistant_tokens, int) or not 1 <= self.num_assistant_tokens <= 64:
             raise ValueError(f"num_assistant_tokens (K) must be an integer from 1 to 64, got {self.num_assistant_tokens!r}")
-        if self.max_assistant_tokens < self.num_assistant_tokens:
-            raise ValueError(
-                f"max_assistant_tokens ({self.max_assistant_tokens}) must be at least "
-                f"num_assistant_tokens ({self.num_assistant_tokens})"
-            )
         if not 1 <= self.prompt_lookup_max_ngram <= 16:
             raise ValueError(f"prompt_lookup_max_ngram must be from 1 to 16, got {self.prompt_lookup_max_ngram!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):

@@ -49,11 +49,15 @@ class DraftModelDrafter:
         self.roll_back(context)
         pending = list(context[len(self._cached) :])
         catch_up = 0.0
-        if len(pending) > 2:  # after the prompt or a pause: feed what the draft missed in one call
+        if len(pending) > 1:
+            # Feed all but the last pending token in one call. After an ordinary round that is one
+            # token, so the draft model always runs at width 1: a call of a new width costs about
+            # as much as a whole step (see pad_draft). After the prompt or a pause, it is a catch-up.
             self.cache.forward(pending[:-1], keep=1)
             self._cached += pending[:-1]
+            if len(pending) > 2:
+                catch_up = time.perf_counter() - started
             pending = pending[-1:]
-            catch_up = time.perf_counter() - started
         tokens, dists = [], []
         for i in range(k):
             token, q = decode_one_token(self.cache, pending, self.sampler)
@@ -106,6 +110,24 @@ def prompt_lookup(context: np.ndarray, k: int, max_ngram_size: int = 3, min_ngra
             if len(follow):
                 return follow.copy()
     return np.empty(0, dtype=np.int64)
+
+
+def pad_draft(context: Sequence[int], draft: np.ndarray, k: int, max_ngram_size: int = 3) -> np.ndarray:
+    """`draft` extended to k tokens with free guesses: prompt lookup over the context and the draft,
+    then the last token repeated.
+
+    OpenVINO's CPU plugin re-prepares every layer when a model's input width changes, which costs
+    about half a one-token step on a small model; at a width it has just seen, verifying K+1 tokens
+    costs little more than one. So every verify call gets the same width, and the slots a drafter
+    leaves empty hold guesses that cost nothing and are sometimes right. They are drafts like any
+    other (deterministic ones, q one-hot), so the acceptance rule keeps the output exact.
+    """
+    if len(draft) >= k:
+        return draft[:k]
+    tokens = np.concatenate([np.asarray(context, dtype=np.int64), draft])
+    tokens = np.concatenate([tokens, prompt_lookup(tokens, k - len(draft), max_ngram_size)])
+    padded = tokens[len(context) :]
+    return np.concatenate([padded, np.full(k - len(padded), tokens[-1], dtype=np.int64)])
 
 
 def _common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

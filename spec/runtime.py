@@ -120,10 +120,11 @@ def _sequence_axes(model: ov.Model) -> dict[str, int]:
     return axes
 
 
-# Rolled-back slots tolerated before the cache is compacted. Rolling back by masking costs nothing;
-# copying every state out and back (OpenVINO has no in-place trim) costs about half a target call
-# on SmolLM2, so it is done once per this many rejected tokens instead of once per rejection.
-_MAX_DEAD_SLOTS = 64
+# Rolled-back slots tolerated before the cache is compacted. Rolling back by masking costs nothing,
+# and attending over a few hundred masked slots costs little; copying every state out and back
+# (OpenVINO has no in-place trim) costs two to three target calls on SmolLM2, so it is done once
+# per this many rejected tokens instead of once per rejection.
+_MAX_DEAD_SLOTS = 256
 
 
 class StatefulLM:

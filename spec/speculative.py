@@ -3,6 +3,10 @@
 `p` is the target's distribution, `q` the draft's. The target keeps its own KV cache; so does a
 draft model (inside its drafter). Output follows p exactly: token for token the same as greedy
 autoregressive decoding when greedy, and the same distribution when sampling.
+
+Every verify call has the same width, K+1: a drafter that proposes fewer than K tokens (a draft
+model that dynamic K holds back, prompt lookup without a long enough match) has the rest filled
+with free guesses (`pad_draft`), because changing the width costs more than verifying them.
 """
 from __future__ import annotations
 
@@ -10,10 +14,12 @@ import threading
 import time
 from typing import Iterator
 
+import numpy as np
+
 from spec.acceptance import speculative_accept
 from spec.adaptive_k import DynamicK, PairMemory
 from spec.autoregressive import decode_one_token
-from spec.drafters import Drafter
+from spec.drafters import Drafter, pad_draft
 from spec.generation import ACCEPTED, BONUS, CORRECTION, TARGET, Generation, Step
 from spec.runtime import StatefulLM
 from spec.sampling import Sampler
@@ -32,7 +38,8 @@ def speculative(
     `memory` carries what dynamic K measured for this pair in earlier generations (None: start afresh).
     """
     config = generation.config
-    schedule = DynamicK(config.num_assistant_tokens, config.max_assistant_tokens, config.dynamic_k, memory)
+    width = config.num_assistant_tokens  # K: tokens every verify call checks
+    schedule = DynamicK(width, width, config.dynamic_k, memory)
     stats = generation.stats
     generation.resume()
     cache.reset()
@@ -50,11 +57,10 @@ def speculative(
         # Never draft past max_new_tokens: those tokens could not be kept.
         k = min(schedule.next_k(), generation.remaining - 1)
 
-        # 1. Draft.
-        proposal = drafter.propose(context, k) if k > 0 else None
+        # 1. Draft (or, when drafting does not pay, take a plain step).
         stats.target_calls += 1
-        started = time.perf_counter()
-        if proposal is None or len(proposal.tokens) == 0:
+        if k <= 0:
+            started = time.perf_counter()
             token, _ = decode_one_token(cache, [context[-1]], sampler)
             seconds = time.perf_counter() - started
             stats.target_seconds += seconds
@@ -64,28 +70,41 @@ def speculative(
             step = generation.emit([token], [TARGET])
             yield step
             continue
-        drafted = len(proposal.tokens)
+        proposal = drafter.propose(context, k)
+        drafts = pad_draft(context, proposal.tokens, width, config.prompt_lookup_max_ngram)
+        q = _with_guesses(proposal.q, drafts)
         stats.draft_seconds += proposal.seconds
 
         # 2. Verify: one target call scores the pending token and every draft, plus the bonus position.
-        logits = cache.forward([context[-1], *proposal.tokens.tolist()])
+        started = time.perf_counter()
+        logits = cache.forward([context[-1], *drafts.tolist()])
         p = sampler.distribution(logits)
 
         # 3. Accept a prefix (and draw the correction or bonus token from p).
-        accepted, next_token = speculative_accept(p, proposal.q, proposal.tokens, sampler.rng)
+        accepted, next_token = speculative_accept(p, q, drafts, sampler.rng)
         verify_seconds = time.perf_counter() - started
         stats.target_seconds += verify_seconds
 
         # 4. Roll back both caches to the accepted length.
-        cache.trim(cache.length - (drafted - accepted))
-        new_tokens = [*proposal.tokens[:accepted].tolist(), next_token]
+        cache.trim(cache.length - (width - accepted))
+        new_tokens = [*drafts[:accepted].tolist(), next_token]
         context += new_tokens
         drafter.roll_back(context)
 
-        # 5. Adapt K to what this round measured.
-        schedule.observe_round(drafted, accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds)
-        stats.drafted += drafted
+        # 5. Adapt K to what this round measured, judging the drafter by its own tokens only.
+        drafted = len(proposal.tokens)
+        schedule.observe_round(drafted, min(accepted, drafted), proposal.seconds - proposal.catch_up_seconds, verify_seconds)
+        stats.drafted += width
         stats.accepted += accepted
         stats.record_round(accepted)
-        step = generation.emit(new_tokens, [ACCEPTED] * accepted + [BONUS if accepted == drafted else CORRECTION])
+        step = generation.emit(new_tokens, [ACCEPTED] * accepted + [BONUS if accepted == width else CORRECTION])
         yield step
+
+
+def _with_guesses(q: np.ndarray | None, drafts: np.ndarray) -> np.ndarray | None:
+    """q for a padded draft: the drafter's rows, then one-hot rows for the guesses (each was certain)."""
+    if q is None or len(q) == len(drafts):
+        return q
+    guesses = np.zeros((len(drafts) - len(q), q.shape[1]), dtype=q.dtype)
+    guesses[np.arange(len(guesses)), drafts[len(q) :]] = 1.0
+    return np.concatenate([q, guesses])

@@ -70,20 +70,25 @@ def test_provenance_and_stats_add_up(tiny_pairs):
     assert 0 < stats.ttft_seconds <= stats.seconds and stats.tokens_per_second > 0
 
 
-def test_sampled_speculative_follows_the_target_distribution(tiny_pairs):
-    """The joint law of the first two new tokens matches the target's, computed exactly.
+@pytest.mark.parametrize("drafted", [2, 1], ids=["draft-fills-the-width", "free-guess-fills-the-width"])
+def test_sampled_speculative_follows_the_target_distribution(tiny_pairs, monkeypatch, drafted):
+    """The joint law of the first three new tokens matches the target's, computed exactly.
 
-    With K fixed, the second token comes from the acceptance rule (a kept draft or a correction),
-    so a wrong rule, a q/p mix-up or transforms applied to one side only all show up here.
+    With K=2 the first round verifies two drafts, so tokens 2 and 3 come from the acceptance rule
+    (kept drafts or corrections): a wrong rule, a q/p mix-up or transforms applied to one side only
+    all show up here. When the draft model makes only one token, a free guess fills the second slot
+    with a one-hot q: the output must still follow p.
     """
+    from spec.adaptive_k import DynamicK
     from spec.engine import encode_prompt
     from spec.sampling import Sampler
 
+    monkeypatch.setattr(DynamicK, "next_k", lambda self: drafted)
     target, draft = tiny_pairs["llama"]
-    settings = dict(temperature=1.0, top_k=4, num_assistant_tokens=2, dynamic_k=False, max_new_tokens=3)
+    settings = dict(temperature=1.0, top_k=4, num_assistant_tokens=2, dynamic_k=False, max_new_tokens=4)
     prompt = PROMPTS[1]
 
-    # Exact: p(t1) p(t2 | t1) under the same transforms.
+    # Exact: p(t1) p(t2 | t1) p(t3 | t1 t2) under the same transforms.
     sampler = Sampler(1.0, 4, 1.0, target.vocab_size, np.random.default_rng(0))
     prompt_ids = encode_prompt(target.tokenizer, prompt)
     cache = target.model.new_cache()
@@ -93,18 +98,21 @@ def test_sampled_speculative_follows_the_target_distribution(tiny_pairs):
         cache.trim(len(prompt_ids))
         p2 = sampler.distribution(cache.forward([t1])[-1])[0]
         for t2 in np.flatnonzero(p2):
-            exact[(int(t1), int(t2))] = p1[t1] * p2[t2]
+            cache.trim(len(prompt_ids) + 1)
+            p3 = sampler.distribution(cache.forward([t2])[-1])[0]
+            for t3 in np.flatnonzero(p3):
+                exact[(int(t1), int(t2), int(t3))] = p1[t1] * p2[t2] * p3[t3]
 
     runs = 1500
     counts: dict = {}
-    rejected = 0
+    second_slot_rejected = 0
     for seed in range(runs):
         config = GenerationConfig(seed=seed, **settings)
         steps = list(generate(prompt, target, config, "speculative", "draft-model", draft))
         tokens = [t for step in steps for t in step.token_ids]
-        counts[tuple(tokens[:2])] = counts.get(tuple(tokens[:2]), 0) + 1
-        rejected += steps[1].kinds[0] == CORRECTION
-    assert rejected > runs * 0.05, "the draft agrees too often for this test to check the rejection path"
+        counts[tuple(tokens[:3])] = counts.get(tuple(tokens[:3]), 0) + 1
+        second_slot_rejected += steps[1].kinds == [ACCEPTED, CORRECTION]
+    assert second_slot_rejected > runs * 0.05, "the second slot is rarely rejected: the test checks too little"
     assert set(counts) <= set(exact)
     for outcome, prob in exact.items():
         frequency = counts.get(outcome, 0) / runs
