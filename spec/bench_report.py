@@ -367,15 +367,17 @@ def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
     t1 = costs["target_1"]
     lines = ["## Where the time goes", "",
              f"Median of {report['cost_repeats']} repeats through `spec.runtime.StatefulLM`; each repeat starts from a "
-             f"fresh cache holding a {costs['context_tokens']}-token prompt and times every call once, appending "
-             f"(the cache grows by about 40 tokens), precision `{report['precision']}`.", "",
+             f"fresh cache holding a {costs['context_tokens']}-token prompt, precision `{report['precision']}`. A width is "
+             "timed on its fourth call in a row, as the engine calls it (every verify call has the same width); "
+             "the first call at a new width pays for OpenVINO re-preparing every layer, timed on its own below.", "",
              "| call | ms | × 1-token target call |", "|---|---|---|"]
     names = [("target_1", "target, 1 token")]
     names += sorted(((key, f"target, {key.split('_')[1]} tokens (verify K={int(key.split('_')[1]) - 1})")
                      for key in costs if re.fullmatch(r"target_\d+", key) and key != "target_1"), key=lambda kv: int(kv[0].split("_")[1]))
     names += [(f"draft_1:{d.path}", f"draft {d.label}, 1 token") for d in plan.drafts]
-    names += [("trim_5", "trim the cache by 4 tokens (read, slice and set every state)"),
-              ("target_1_after_trim", "target, 1 token, right after that trim"),
+    names += [("target_1_after_5", "target, 1 token, right after a 5-token call (width changed)"),
+              ("target_5_after_1", "target, 5 tokens, right after a 1-token call (width changed)"),
+              ("trim_5", "roll the cache back by 4 tokens (mask them)"),
               ("greedy_choice_5", "greedy p over 5 rows (sampler.distribution)"),
               ("sampled_distribution_5", "sampled p over 5 rows (temperature, top-p)")]
     for key, label in names:

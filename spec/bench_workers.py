@@ -300,11 +300,12 @@ class _Costs:
         self.drafts = {path: compile(path) for path in family.drafts}
 
     def run(self, job: dict) -> dict:
-        """Median seconds of: a target call on 1 and on K+1 tokens, a 1-token draft call, a trim, a call after a trim.
+        """Median seconds of: a target call on 1 and on K+1 tokens at a steady width, a call whose width
+        differs from the previous one, a 1-token draft call, a trim, and turning logits into p.
 
-        Each repeat starts from a fresh cache holding the prompt, then appends (never trims) while it
-        times the calls, so no call pays for a trim before it; the trim and the call right after it
-        are timed last, because setting a state defers part of its cost to the next inference.
+        Each repeat starts from a fresh cache holding the prompt. A width is timed on its fourth call
+        in a row, as the engine calls it (every verify call has one width); the first call at a new
+        width pays for the CPU plugin re-preparing every layer, which is timed separately.
         """
         from spec.sampling import Sampler
 
@@ -324,20 +325,27 @@ class _Costs:
             samples.setdefault(name, []).append(time.perf_counter() - started)
             return result
 
+        def verify(width: int):
+            logits = target.forward([token] * width)
+            target.trim(target.length - width + 1)  # as after a round that kept nothing
+            return logits
+
         for repeat in range(job["warmup"] + job["repeats"]):
             if repeat == job["warmup"]:
                 samples.clear()
             target.reset()
             target.forward(prompt_ids)
-            timed("target_1", lambda: target.forward([token]))
-            for k in ks:
-                logits = timed(f"target_{k + 1}", lambda: target.forward([token] * (k + 1)))
-                if k == 4:
+            for width in [1] + [k + 1 for k in ks]:
+                for _ in range(3):
+                    verify(width)
+                logits = timed(f"target_{width}", lambda: verify(width))
+                if width == 5:
                     timed("greedy_choice_5", lambda: greedy.distribution(logits))
                     timed("sampled_distribution_5", lambda: sampled.distribution(logits))
-            target.forward([token] * 4)
+            timed("target_1_after_5", lambda: verify(1))
+            timed("target_5_after_1", lambda: verify(5))
+            target.forward([token] * 5)
             timed("trim_5", lambda: target.trim(target.length - 4))
-            timed("target_1_after_trim", lambda: target.forward([token]))
             for path, cache in drafts.items():
                 cache.reset()
                 cache.forward(prompt_ids)
