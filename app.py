@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import html
 import logging
 import os
@@ -311,7 +312,8 @@ def _final_summary(ar: _Lane, sp: _Lane, config: GenerationConfig, pair: Preset,
         if pair.precision != "f32":
             same += (
                 " At the CPU's default precision (bf16 on many CPUs), checking K tokens in one pass can "
-                "round a near-tie differently from one-by-one decoding; the f32 presets match exactly."
+                "round a near-tie differently from one-by-one decoding. Tick <i>Exact (f32)</i> under "
+                "Advanced for texts identical token for token (its verify calls cost more)."
             )
     return _summary(f"{speed}<br>{same}", "done")
 
@@ -446,12 +448,15 @@ def race(
     top_p: float,
     seed: float | None,
     max_new_tokens: float,
+    exact: bool,
     request: gr.Request,
 ) -> Iterator[tuple[str, str, str, str, str]]:
     """Run both methods on the prompt, alternating steps; yields (ar pane, spec pane, ar stats, spec stats, summary)."""
     with sessions.track(getattr(request, "session_hash", None) or "") as cancel:
         try:
             pair, target_ref, draft_ref = _choose_models(preset_label, custom_target, custom_draft, drafter)
+            if exact:
+                pair = dataclasses.replace(pair, precision="f32")
             config = _config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, seed)
             target, draft = yield from _load(pair, target_ref, draft_ref, cancel)
             if target is not None:  # None: stopped while loading
@@ -611,6 +616,9 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
             temperature = gr.Slider(0.0, 2.0, value=0.0, step=0.05, label="Temperature (0 = greedy)")
             top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p")
             seed = gr.Number(value=0, precision=0, label="Seed (empty = random)")
+        exact = gr.Checkbox(
+            value=False, label="Exact (f32): greedy texts identical token for token; slower verify calls than the CPU's default precision",
+        )
     with gr.Row(equal_height=False):
         with gr.Column():
             gr.HTML('<div class="pane-title">Autoregressive</div><div class="legend">one target call per token</div>')
@@ -627,7 +635,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.on(
         triggers=[run.click],
         fn=race,
-        inputs=[prompt, preset, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed, max_new_tokens],
+        inputs=[prompt, preset, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed, max_new_tokens, exact],
         outputs=[ar_output, spec_output, ar_stats, spec_stats, summary],
         api_name="race",
         concurrency_id="race",

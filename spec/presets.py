@@ -39,7 +39,6 @@ PRESETS: tuple[Preset, ...] = (
         "Ships with the app, so it works without the Hub. It has no smaller sibling, so it drafts by "
         "**prompt lookup**: try an input-grounded prompt (summarize, rewrite, fix code), where the "
         "answer copies spans of the prompt.",
-        precision="f32",  # faster than bf16 at this size, and greedy runs match token for token
         needs_hub=False,
     ),
     Preset(

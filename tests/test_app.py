@@ -94,7 +94,7 @@ def race_args(served, prompt, drafter="draft-model", max_new_tokens=48, temperat
     # drafting (more so on a loaded machine), and these tests need drafts to colour and count.
     args = dict(
         prompt=prompt, preset_label=served.pair.label, custom_target="", custom_draft="", drafter=drafter,
-        k=4, dynamic_k=False, temperature=temperature, top_p=1.0, seed=0, max_new_tokens=max_new_tokens,
+        k=4, dynamic_k=False, temperature=temperature, top_p=1.0, seed=0, max_new_tokens=max_new_tokens, exact=False,
     )
     args.update(overrides)
     return args
