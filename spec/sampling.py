@@ -48,9 +48,12 @@ def _nucleus(probs: np.ndarray, top_p: float) -> np.ndarray:
 
 def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
     """Draw one token id from a distribution (deterministic for one-hot rows)."""
-    cumulative = np.cumsum(probs)
+    # Over the support only: greedy, top-k and top-p rows have a handful of tokens, not a whole
+    # vocabulary to sum. Zero-probability tokens could never be drawn, so the draw is unchanged.
+    support = np.flatnonzero(probs)
+    cumulative = np.cumsum(probs[support])
     u = rng.random() * cumulative[-1]
-    return int(min(np.searchsorted(cumulative, u, side="right"), len(probs) - 1))
+    return int(support[min(np.searchsorted(cumulative, u, side="right"), len(support) - 1)])
 
 
 class Sampler:
