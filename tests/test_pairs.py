@@ -26,6 +26,21 @@ def test_a_draft_with_another_vocabulary_is_a_clear_error(tiny_pairs, odd_models
     assert "different vocabularies" in message and target.ref in message and other.ref in message
 
 
+def test_a_draft_that_ends_text_with_another_token_is_a_clear_error(tiny_pairs):
+    import copy
+
+    from spec.vocab import shared_vocab_size
+
+    target, _ = tiny_pairs["llama"]
+    draft_tokenizer = copy.deepcopy(target.tokenizer)
+    draft_tokenizer.eos_token = "<pad>"  # same mapping, but the draft would stop on another token
+    with pytest.raises(ModelError, match="disagree on eos"):
+        shared_vocab_size("t", target.tokenizer, "d", draft_tokenizer)
+    draft_tokenizer = copy.deepcopy(target.tokenizer)
+    draft_tokenizer.pad_token = "<unk>"  # padding is never used at batch 1: no reason to refuse
+    assert shared_vocab_size("t", target.tokenizer, "d", draft_tokenizer) == len(target.tokenizer)
+
+
 def test_padded_embedding_never_yields_ids_past_the_vocabulary(tiny_pairs, odd_models):
     target, _ = tiny_pairs["llama"]
     _, padded = odd_models
