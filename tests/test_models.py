@@ -244,6 +244,29 @@ def test_hub_checkpoint_repo_is_converted_offline(cache, offline_hub, checkpoint
     assert fake_export.calls == 1
 
 
+def test_cli_runs_a_hub_model_from_the_hf_cache_with_hf_hub_offline(tmp_path, int8_export):
+    """The real path, in a fresh process: HF_HOME holds the repo, HF_HUB_OFFLINE=1 forbids the network."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    hf_home = tmp_path / "hf-home"
+    lay_out_hub_repo(hf_home / "hub", "OpenVINO/tiny-llama-int8-ov", int8_export[0].path)
+    env = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "SPEC_MODELS_DIR": str(tmp_path / "cache")}
+    env.pop("HF_HUB_CACHE", None)
+    argv = [sys.executable, "-m", "spec", "run", "--target", "OpenVINO/tiny-llama-int8-ov", "--prompt", "Hello",
+            "--mode", "autoregressive", "--max-new-tokens", "5", "--json", "--quiet"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["target"] == "OpenVINO/tiny-llama-int8-ov" and result["new_tokens"] >= 1
+    # Not in the cache: one line saying what to do, no traceback.
+    argv[argv.index("OpenVINO/tiny-llama-int8-ov")] = "nobody/no-such-model"
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=Path(__file__).parents[1])
+    assert done.returncode == 2 and "HF_HUB_OFFLINE" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_unknown_hub_id_offline_says_how_to_fix_it(cache, offline_hub):
     with pytest.raises(ModelError, match="HF_HUB_OFFLINE=0.*embedded:"):
         resolve_model("nobody/no-such-model")
