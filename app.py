@@ -466,16 +466,23 @@ def race(
             message = str(error)
         except ValueError as error:
             message = f"These settings do not work: {error}."
-        except MemoryError:
-            message = "The server ran out of memory: try a smaller model pair or fewer new tokens, or come back later."
         except Exception as error:
-            # The prompt stays out of the log; the traceback names only code.
-            log.exception("race failed (%s)", type(error).__name__)
-            message = "Something went wrong on the server; it has been logged. Please try again."
+            if _out_of_memory(error):
+                message = "The server ran out of memory: try a smaller model pair or fewer new tokens, or come back later."
+            else:
+                # The prompt stays out of the log; the traceback names only code.
+                log.exception("race failed (%s)", type(error).__name__)
+                message = "Something went wrong on the server; it has been logged. Please try again."
         # The message stays on the page under the panes as well as in the pop-up.
         blank = _pane(None, "No output.")
         yield blank, blank, _stats(None, False), _stats(None, True), _summary(html.escape(message), "error")
         raise gr.Error(message, print_exception=False)
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """Python's MemoryError, or OpenVINO failing to allocate (it raises a RuntimeError)."""
+    text = str(error).lower()
+    return isinstance(error, MemoryError) or (isinstance(error, RuntimeError) and ("bad_alloc" in text or "allocate" in text))
 
 
 def _race(prompt: str, pair: Preset, target: LoadedModel, draft: LoadedModel | None, drafter: str, config: GenerationConfig, cancel: threading.Event):
@@ -505,6 +512,19 @@ def _race(prompt: str, pair: Preset, target: LoadedModel, draft: LoadedModel | N
 def stop(request: gr.Request) -> None:
     """Stop every race of this browser session; each pane ends at its next step."""
     sessions.stop(getattr(request, "session_hash", None) or "")
+
+
+def hub_notice():
+    """On page load: say plainly when the Hub presets cannot work here, and why."""
+    reachable = _hub["reachable"] if _hub["reachable"] is not None else check_hub()
+    if reachable:
+        return gr.Markdown(visible=False)
+    return gr.Markdown(
+        "⚠️ **The Hugging Face Hub cannot be reached from this server** (no network, or `HF_HUB_OFFLINE=1`), "
+        "so the Hub model pairs work only if they are already cached here. The embedded SmolLM2 model and "
+        "local model folders work offline.",
+        visible=True,
+    )
 
 
 def choose_preset(label: str):
@@ -583,6 +603,7 @@ def _legend() -> str:
 
 with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown(DESCRIPTION)
+    offline_notice = gr.Markdown(visible=False, elem_id="hub-notice")
     with gr.Row(equal_height=False):
         prompt = gr.Textbox(
             label="Prompt", lines=5, max_lines=14, elem_id="prompt", scale=5,
@@ -645,6 +666,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     )
     stop_button.click(stop, None, None, queue=False, api_name="stop")
     preset.change(choose_preset, preset, [drafter, custom_row, preset_notes], queue=False, api_visibility="private")
+    demo.load(hub_notice, None, offline_notice, queue=False, api_visibility="private")
 
 demo.queue(default_concurrency_limit=CONCURRENCY, max_size=MAX_QUEUE)
 
