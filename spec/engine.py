@@ -4,6 +4,7 @@ Used alike by the command line, the Space and the benchmark. Nothing here knows 
 """
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from collections import OrderedDict
@@ -37,10 +38,10 @@ class LoadedModel:
     _pairs: dict = field(default_factory=dict, repr=False)  # draft ref -> shared vocab size
     _memories: dict = field(default_factory=dict, repr=False)  # draft model folder -> PairMemory (dynamic K)
 
-    @property
+    @functools.cached_property
     def vocab_size(self) -> int:
         """Ids this model may produce: the tokenizer's vocabulary, never the embedding's padding."""
-        return min(len(self.tokenizer), self.model.vocab_size)
+        return min(len(self.tokenizer), self.model.vocab_size)  # len() recounts it: ~10 ms, once
 
 
 class ModelRegistry:
@@ -178,10 +179,22 @@ def generate(
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
     cache = target.model.new_cache()
     if mode == "autoregressive":
-        return autoregressive(cache, sampler, generation, cancel)
+        return _releasing(autoregressive(cache, sampler, generation, cancel), [cache])
     # A draft model's cost is a property of the pair: what dynamic K learned carries over to the
     # pair's next generation. Prompt lookup's payoff depends on the prompt, so it starts afresh.
-    memory = None
+    memory, caches = None, [cache]
     if draft is not None and isinstance(chosen, DraftModelDrafter):
         memory = target._memories.setdefault(str(draft.resolved.path), PairMemory())
-    return speculative(cache, chosen, sampler, generation, cancel, memory)
+        caches.append(chosen.cache)
+    return _releasing(speculative(cache, chosen, sampler, generation, cancel, memory), caches)
+
+
+def _releasing(steps: Iterator[Step], caches: list) -> Iterator[Step]:
+    """`steps`, then the KV caches go back to their models' pools: when the generation ends, is
+    closed (Stop, a closed tab) or is dropped."""
+    try:
+        yield from steps
+    finally:
+        steps.close()
+        for cache in caches:
+            cache.release()

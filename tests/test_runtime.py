@@ -2,6 +2,8 @@
 import numpy as np
 import pytest
 
+from spec.runtime import _MAX_DEAD_SLOTS
+
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_trim_then_continue_equals_fresh_prefill(tiny_pairs, arch):
@@ -54,12 +56,34 @@ def test_many_roll_backs_then_compaction_equal_a_fresh_prefill(tiny_pairs, arch)
     kept = [5, 40, 77]
     cache = target.model.new_cache()
     cache.forward(kept)
-    for _ in range(30):  # 30 rounds of 4 rejected drafts: past the compaction threshold
+    compacted = False
+    for _ in range(_MAX_DEAD_SLOTS // 4 + 8):  # rounds of 4 rejected drafts: past the compaction threshold
         token = int(rng.integers(4, 300))
         cache.forward([token, *rng.integers(4, 300, size=4).tolist()])
+        slots_before = len(cache._slots)
         cache.trim(len(kept) + 1)
+        compacted |= len(cache._slots) < slots_before
         kept.append(token)
         assert cache.length == len(kept)
+    assert compacted, "the cache was never compacted: the test checks too little"
     continued = cache.forward([11, 12])
     fresh = target.model.new_cache().forward(kept + [11, 12])
     np.testing.assert_allclose(continued, fresh[-2:], atol=1e-4, rtol=1e-4)
+
+
+def test_a_finished_generation_hands_its_request_to_the_next_one_empty(tiny_pairs):
+    """Infer requests are reused (warm buffers), but a reused cache starts as empty as a new one."""
+    target, _ = tiny_pairs["llama"]
+    first = target.model.new_cache()
+    first.forward([5, 40, 77, 120])
+    request = first._request
+    first.release()
+    second = target.model.new_cache()
+    assert second._request is request and second.length == 0
+    other = target.model.new_cache()  # a second live cache never gets the same request
+    assert other._request is not request
+    np.testing.assert_allclose(second.forward([9, 300]), other.forward([9, 300]), atol=1e-5)
+    with pytest.raises(ValueError, match="released"):
+        first.forward([1])  # a released cache cannot be used by mistake
+    second.release()
+    other.release()
