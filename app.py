@@ -56,6 +56,7 @@ MAX_NEW_TOKENS = _env("SPEC_APP_MAX_NEW_TOKENS", 512, int)  # the slider's upper
 UPDATE_SECONDS = _env("SPEC_APP_UPDATE_SECONDS", 0.05, float)  # at most one page update per this many seconds
 PRELOAD = _env("SPEC_APP_PRELOAD", "1") != "0"  # load the default pair at start-up, before the first visitor
 DEVICE = _env("SPEC_DEVICE", "CPU")
+STOP_GRACE_SECONDS = 1.0  # after Stop, how long a running race has to show its last update before queued ones are dropped
 
 # SPEC_APP_TARGET / SPEC_APP_DRAFT put a pair of your own first in the list (tests use tiny models).
 _TARGET, _DRAFT = _env("SPEC_APP_TARGET", None), _env("SPEC_APP_DRAFT", None)
@@ -257,7 +258,7 @@ def _stats(lane: _Lane | None, speculative: bool) -> str:
     if not speculative:
         return f'<div class="stats">{"".join(cells)}</div>'
     cells += [
-        _cell("acceptance rate", f"{s.acceptance_rate:.0%}" if s.drafted else "–", f"{s.accepted} of {s.drafted} drafted tokens kept"),
+        _cell("acceptance rate", f"{s.acceptance_rate:.0%}" if s.drafted else "–", f"{s.accepted} of {s.drafted} verified draft tokens kept (free guesses included)"),
         _cell("tokens per target call", f"{s.tokens_per_target_call:.2f}", "autoregressive decoding makes exactly 1"),
     ]
     return f'<div class="stats">{"".join(cells)}</div>{_histogram(s)}'
@@ -336,6 +337,7 @@ def _warm_up(model: LoadedModel) -> LoadedModel:
         cache = model.model.new_cache()
         cache.forward(list(range(8)))  # a prompt-sized call, then a one-token decode call
         cache.forward([0])
+        cache.release()  # the first race gets this warm infer request
         _warmed.add(model.model)
     return model
 
@@ -583,6 +585,7 @@ CSS = """
 .summary-loading { border-color: rgba(59, 130, 246, 0.6); background: rgba(59, 130, 246, 0.06); }
 .measurement { font-size: 0.85rem; color: var(--body-text-color-subdued); }
 #run, #stop { min-width: 7rem; }
+.hidden-control { display: none !important; }
 """
 
 # System fonts: the page must not wait on a font server that an offline workshop cannot reach.
@@ -612,6 +615,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
         with gr.Column(scale=1, min_width=140):
             run = gr.Button("Race ▶", variant="primary", elem_id="run")
             stop_button = gr.Button("Stop ■", variant="stop", elem_id="stop")
+            cancel_queued = gr.Button("cancel queued races", elem_id="cancel-queued", elem_classes="hidden-control")
     gr.Examples(
         examples=[[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[label for label, _ in EXAMPLES],
         label="Examples: input-grounded prompts suit prompt lookup; open-ended ones need a draft model",
@@ -653,7 +657,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown(MEASUREMENT, elem_classes="measurement")
 
     # The race is the only heavy event; Stop and the preset switch are cheap and skip the queue.
-    gr.on(
+    race_event = gr.on(
         triggers=[run.click],
         fn=race,
         inputs=[prompt, preset, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed, max_new_tokens, exact],
@@ -664,7 +668,18 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
         show_progress="minimal",
         show_progress_on=[summary],
     )
-    stop_button.click(stop, None, None, queue=False, api_name="stop")
+    # Stop ends a running race at its next step, so it still shows what it made; a moment later
+    # Gradio drops whatever of this visitor's is still waiting in the queue (a cancel at once
+    # would cut the running race off before its last update).
+    # Stop ends a running race at its next step, so it still shows what it made. A moment later a
+    # script clicks a hidden control whose listener drops whatever of this visitor's still waits in
+    # the queue (Gradio honours `cancels` only on a triggered listener, not on a chained `.then`,
+    # and cancelling at once would cut the running race off before its last update).
+    stop_button.click(stop, None, None, queue=False, api_name="stop").then(
+        None, None, None, queue=False, api_visibility="private",
+        js=f"() => new Promise(done => setTimeout(() => {{ document.querySelector('#cancel-queued')?.click(); done(); }}, {STOP_GRACE_SECONDS * 1000:.0f}))",
+    )
+    cancel_queued.click(None, None, None, queue=False, cancels=[race_event], api_visibility="private")
     preset.change(choose_preset, preset, [drafter, custom_row, preset_notes], queue=False, api_visibility="private")
     demo.load(hub_notice, None, offline_notice, queue=False, api_visibility="private")
 

@@ -321,3 +321,71 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
     page.close()
     wait_for(lambda: app.sessions.running() == 0, 15, "the server to drop the race of a closed tab")
     assert sorted(closed_early) == ["autoregressive", "speculative"], f"closed before finishing: {closed_early}"
+
+
+@pytest.fixture
+def slow_races(served, monkeypatch) -> list[str]:
+    """Races that last seconds (a pause per step, in wall time only); returns the prompts that started."""
+    real_generate = served.app.generate
+    started = []
+
+    def slow_generate(prompt, *args, **kwargs):
+        started.append(prompt)
+        steps = real_generate(prompt, *args, **kwargs)
+
+        def slowly():
+            try:
+                for step in steps:
+                    yield step
+                    time.sleep(0.01)
+            finally:
+                steps.close()
+
+        return slowly()
+
+    monkeypatch.setattr(served.app, "generate", slow_generate)
+    return started
+
+
+def test_stop_while_waiting_in_the_queue_drops_the_race(served, browser, slow_races):
+    """With the one race slot taken, a visitor who presses Stop before their turn gets no race."""
+    app = served.app
+    c = client(served)
+    first = c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=512), api_name="/race")
+    wait_for(lambda: len(first.outputs()) >= 3, 30, "the first race to start streaming")
+    page = browser.new_page()
+    try:
+        page.goto(served.url, wait_until="domcontentloaded")
+        page.locator("#prompt textarea").fill("The quick brown fox")
+        page.locator("#run").click()
+        time.sleep(0.5)  # the visitor's race now waits behind the first one
+        page.locator("#stop").click()
+        time.sleep(app.STOP_GRACE_SECONDS + 1.0)
+        assert app.sessions.running() == 1, "the first race ended before the check: make it longer"
+        c.predict(api_name="/stop")  # the slot frees: a race still queued would start now
+        first.result(timeout=10)
+        time.sleep(1.5)
+        assert "The quick brown fox" not in slow_races and app.sessions.running() == 0
+        assert "identical" not in page.locator("#summary").inner_text()
+    finally:
+        page.close()
+
+
+def test_stop_in_the_browser_keeps_the_final_stopped_summary(served, browser, slow_races):
+    """The delayed cancel of queued races must not cut off the running race's last update."""
+    page = browser.new_page()
+    try:
+        page.goto(served.url, wait_until="domcontentloaded")
+        page.locator("#prompt textarea").fill(LONG_PROMPT)
+        page.locator("#max-new-tokens input[type=number]").fill("512")
+        page.locator("#max-new-tokens input[type=number]").press("Enter")
+        page.locator("#run").click()
+        page.locator("#ar-output .pane:not(:has(.placeholder))").wait_for(timeout=30_000)
+        assert served.app.sessions.running() == 1, "the race ended before Stop: the test checks nothing"
+        page.locator("#stop").click()
+        page.locator("#summary").get_by_text("Stopped").wait_for(timeout=10_000)
+        time.sleep(served.app.STOP_GRACE_SECONDS + 1.0)  # the cancel of queued races has fired by now
+        assert "Stopped" in page.locator("#summary").inner_text()
+        assert page.locator("#ar-output .caret, #spec-output .caret").count() == 0
+    finally:
+        page.close()
