@@ -389,3 +389,30 @@ def test_stop_in_the_browser_keeps_the_final_stopped_summary(served, browser, sl
         assert page.locator("#ar-output .caret, #spec-output .caret").count() == 0
     finally:
         page.close()
+
+
+def test_a_full_queue_turns_the_next_visitor_away(served, slow_races):
+    """One race runs and SPEC_MAX_QUEUE wait; one more is refused (the page then says the app is busy)."""
+    app = served.app
+    c = client(served)
+    jobs = [c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=512), api_name="/race") for _ in range(app.MAX_QUEUE + 2)]
+    try:
+        refused = []
+
+        def some_refused() -> bool:
+            for job in jobs:
+                if job.done():
+                    try:
+                        job.result(timeout=0)
+                    except Exception as error:  # gradio_client raises the server's queue_full as an error
+                        refused.append(str(error))
+            return bool(refused)
+
+        wait_for(some_refused, 30, "a submission past the queue's size to be refused")
+        assert any("full" in message.lower() for message in refused), refused
+    finally:
+        for job in jobs:
+            job.cancel()
+        while app.sessions.running():
+            c.predict(api_name="/stop")
+            time.sleep(0.2)
