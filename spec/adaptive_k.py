@@ -97,13 +97,16 @@ class DynamicK:
             return 0
         return min(self.k, self.best_k()[0])
 
-    def observe_plain(self, seconds: float) -> None:
+    def observe_plain(self, seconds: float | None) -> None:
+        """Learn a plain step's cost; None for a step that is no fair sample (see `speculative`)."""
+        if seconds is None:
+            return
         m = self.memory
         m.t_step = seconds if m.t_step is None else _DECAY * m.t_step + (1 - _DECAY) * seconds
 
-    def observe_round(self, k: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
+    def observe_round(self, k: int, accepted: int, draft_seconds: float, verify_seconds: float | None) -> None:
         """Learn from a round that drafted k tokens (in `draft_seconds`, catching up excluded) and kept
-        `accepted` of them, verified in `verify_seconds`."""
+        `accepted` of them, verified in `verify_seconds` (None: no fair sample of a verify call's cost)."""
         if not self.dynamic or k == 0:
             return
         self.k = min(self.k + 2, self.max_k) if accepted == k else max(1, self.k - 1)
@@ -113,9 +116,10 @@ class DynamicK:
         if m.t_step is None:
             return
         c = draft_seconds / k / m.t_step
-        v = verify_seconds / m.t_step
         m.draft_cost = c if m.draft_cost is None else _DECAY * m.draft_cost + (1 - _DECAY) * c
-        m.verify_cost = v if m.verify_cost is None else _DECAY * m.verify_cost + (1 - _DECAY) * v
+        if verify_seconds is not None:
+            v = verify_seconds / m.t_step
+            m.verify_cost = v if m.verify_cost is None else _DECAY * m.verify_cost + (1 - _DECAY) * v
         if self.best_k()[1] > 1.0:
             m.pause = _FIRST_PAUSE
         else:

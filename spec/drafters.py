@@ -26,6 +26,7 @@ class Proposal(NamedTuple):
 
 class Drafter(Protocol):
     name: str
+    free: bool  # drafting costs next to nothing (no model): it answers for the whole verify width
 
     def propose(self, context: Sequence[int], k: int) -> Proposal:
         """Up to k tokens to follow `context` (prompt + all accepted tokens)."""
@@ -38,6 +39,7 @@ class DraftModelDrafter:
     """A small draft model, sampled with the same transforms as the target so q matches p's form."""
 
     name = "draft-model"
+    free = False
 
     def __init__(self, cache: StatefulLM, sampler: Sampler):
         self.cache = cache
@@ -86,6 +88,7 @@ class PromptLookupDrafter:
     """Proposes the tokens that followed the most recent earlier match of the context's last n-gram."""
 
     name = "prompt-lookup"
+    free = True
 
     def __init__(self, max_ngram_size: int = 3, min_ngram_size: int = 1):
         self.max_ngram_size = max_ngram_size

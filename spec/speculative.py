@@ -45,6 +45,10 @@ def speculative(
     cache.reset()
     token, _ = decode_one_token(cache, generation.prompt_ids, sampler)  # prefill: the first token is the target's
     context = [*generation.prompt_ids, token]  # the target's cache holds all but the last token
+    # A call right after one of another width also pays for OpenVINO re-preparing the model (the
+    # first plain step after the prompt, the first round after a pause): it is no fair sample of
+    # a step's or a round's cost, so dynamic K is not shown its time.
+    last_width = len(generation.prompt_ids)
     stats.target_calls += 1
     step = generation.emit([token], [TARGET])
     yield step
@@ -65,7 +69,8 @@ def speculative(
             seconds = time.perf_counter() - started
             stats.target_seconds += seconds
             stats.plain_steps += 1
-            schedule.observe_plain(seconds)
+            schedule.observe_plain(seconds if last_width == 1 else None)
+            last_width = 1
             context.append(token)
             step = generation.emit([token], [TARGET])
             yield step
@@ -91,9 +96,13 @@ def speculative(
         context += new_tokens
         drafter.roll_back(context)
 
-        # 5. Adapt K to what this round measured, judging the drafter by its own tokens only.
-        drafted = len(proposal.tokens)
-        schedule.observe_round(drafted, min(accepted, drafted), proposal.seconds - proposal.catch_up_seconds, verify_seconds)
+        # 5. Adapt K to what this round measured. A draft model is judged by the tokens it made; a free
+        # drafter by the whole width, whose guesses are lookups too: a round without any match then
+        # still counts, so a prompt that never repeats itself leads to plain steps.
+        judged = width if drafter.free else len(proposal.tokens)
+        fair = verify_seconds if last_width == width + 1 else None
+        schedule.observe_round(judged, min(accepted, judged), proposal.seconds - proposal.catch_up_seconds, fair)
+        last_width = width + 1
         stats.drafted += width
         stats.accepted += accepted
         stats.record_round(accepted)

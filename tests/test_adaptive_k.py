@@ -85,3 +85,16 @@ def test_fixed_k_never_falls_back():
     schedule.observe_plain(T)
     schedule.observe_round(3, 0, draft_seconds=1.0, verify_seconds=1.0)
     assert [schedule.next_k() for _ in range(3)] == [3, 3, 3]
+
+
+def test_calls_that_are_no_fair_sample_do_not_move_the_costs():
+    """A call right after one of another width pays for OpenVINO re-preparing the model: the loop
+    passes None for its time, and the cost model must not learn from it."""
+    schedule = DynamicK(k=4, max_k=4)
+    schedule.observe_plain(None)  # the first step after the prompt
+    assert schedule.memory.t_step is None and schedule.next_k() == 0  # so it measures another
+    schedule.observe_plain(T)
+    schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=None)  # the first round
+    assert schedule.memory.verify_cost is None and schedule.memory.draft_cost is not None
+    schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=1.1 * T)
+    assert schedule.memory.verify_cost == pytest.approx(1.1)

@@ -154,3 +154,28 @@ def test_incremental_text_never_splits_a_character(tiny_pairs):
     assert "".join(pieces) == "héllo wörld ✓ 日本"
     assert all("\ufffd" not in piece for piece in pieces)
     assert any(piece == "" for piece in pieces), "no character spanned tokens: the test checks nothing"
+
+
+def test_dynamic_k_judges_prompt_lookup_by_the_width_and_a_draft_model_by_its_drafts(tiny_pairs, monkeypatch):
+    """Prompt lookup's free guesses are lookups too: every round it verifies, matched or not, must
+    teach dynamic K (else a prompt that never repeats itself is verified forever at a loss). A draft
+    model is judged by the tokens it made, not by the guesses that fill the rest of the width."""
+    from spec.adaptive_k import DynamicK
+
+    target, draft = tiny_pairs["llama"]
+    judged = []
+    real_observe = DynamicK.observe_round
+
+    def observe(self, k, accepted, draft_seconds, verify_seconds):
+        judged.append(k)
+        return real_observe(self, k, accepted, draft_seconds, verify_seconds)
+
+    monkeypatch.setattr(DynamicK, "observe_round", observe)
+    monkeypatch.setattr(DynamicK, "next_k", lambda self: 1)  # the draft model makes one token a round
+    _, _, steps = run(PROMPTS[2], target, "speculative", "prompt-lookup", None, num_assistant_tokens=4)
+    rounds = steps[-1].stats.target_calls - steps[-1].stats.plain_steps - 1
+    assert rounds > 0 and judged == [4] * rounds
+    judged.clear()
+    _, _, steps = run(PROMPTS[2], target, "speculative", "draft-model", draft, num_assistant_tokens=4)
+    rounds = steps[-1].stats.target_calls - steps[-1].stats.plain_steps - 1
+    assert rounds > 0 and judged == [1] * rounds
