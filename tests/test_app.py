@@ -254,6 +254,16 @@ def browser():
         browser.close()
 
 
+def start_long_race(page, url: str) -> None:
+    """Open the page, start a 512-token race on LONG_PROMPT and wait until the first pane streams."""
+    page.goto(url, wait_until="domcontentloaded")
+    page.locator("#prompt textarea").fill(LONG_PROMPT)
+    page.locator("#max-new-tokens input[type=number]").fill("512")
+    page.locator("#max-new-tokens input[type=number]").press("Enter")
+    page.locator("#run").click()
+    page.locator("#ar-output .pane:not(:has(.placeholder))").wait_for(timeout=30_000)
+
+
 def test_browser_runs_a_race(served, browser, monkeypatch):
     monkeypatch.setitem(served.app._hub, "reachable", False)  # as on a machine without the Hub
     page = browser.new_page(viewport={"width": 1280, "height": 1100})
@@ -312,12 +322,7 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
 
     monkeypatch.setattr(app, "generate", spying_generate)
     page = browser.new_page()
-    page.goto(served.url, wait_until="domcontentloaded")
-    page.locator("#prompt textarea").fill(LONG_PROMPT)
-    page.locator("#max-new-tokens input[type=number]").fill("512")
-    page.locator("#max-new-tokens input[type=number]").press("Enter")
-    page.locator("#run").click()
-    page.locator("#ar-output .pane:not(:has(.placeholder))").wait_for(timeout=30_000)
+    start_long_race(page, served.url)
     page.close()
     wait_for(lambda: app.sessions.running() == 0, 15, "the server to drop the race of a closed tab")
     assert sorted(closed_early) == ["autoregressive", "speculative"], f"closed before finishing: {closed_early}"
@@ -375,12 +380,7 @@ def test_stop_in_the_browser_keeps_the_final_stopped_summary(served, browser, sl
     """The delayed cancel of queued races must not cut off the running race's last update."""
     page = browser.new_page()
     try:
-        page.goto(served.url, wait_until="domcontentloaded")
-        page.locator("#prompt textarea").fill(LONG_PROMPT)
-        page.locator("#max-new-tokens input[type=number]").fill("512")
-        page.locator("#max-new-tokens input[type=number]").press("Enter")
-        page.locator("#run").click()
-        page.locator("#ar-output .pane:not(:has(.placeholder))").wait_for(timeout=30_000)
+        start_long_race(page, served.url)
         assert served.app.sessions.running() == 1, "the race ended before Stop: the test checks nothing"
         page.locator("#stop").click()
         page.locator("#summary").get_by_text("Stopped").wait_for(timeout=10_000)
