@@ -668,9 +668,6 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
         show_progress="minimal",
         show_progress_on=[summary],
     )
-    # Stop ends a running race at its next step, so it still shows what it made; a moment later
-    # Gradio drops whatever of this visitor's is still waiting in the queue (a cancel at once
-    # would cut the running race off before its last update).
     # Stop ends a running race at its next step, so it still shows what it made. A moment later a
     # script clicks a hidden control whose listener drops whatever of this visitor's still waits in
     # the queue (Gradio honours `cancels` only on a triggered listener, not on a chained `.then`,

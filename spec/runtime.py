@@ -149,8 +149,8 @@ class StatefulLM:
 
     def __init__(self, model: CompiledLM, request: ov.InferRequest | None = None):
         self._model = model
+        # A pooled request was emptied when it was released, and a new one starts empty.
         self._request = request if request is not None else model.compiled.create_infer_request()
-        self._request.reset_state()  # a reused request still holds its last generation's cache
         self._axes = model.state_axes
         self._has_positions = "position_ids" in model.input_names
         self._has_beam_idx = "beam_idx" in model.input_names
@@ -226,6 +226,6 @@ class StatefulLM:
     def release(self) -> None:
         """Hand the infer request back to the model's pool; this cache is unusable afterwards."""
         if self._request is not None:
-            self._request.reset_state()  # nothing of this generation stays behind
+            self._request.reset_state()  # nothing of this generation stays behind for the next one
             request, self._request = self._request, None
             self._model._give_back(request)
