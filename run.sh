@@ -47,7 +47,7 @@ case "$command" in
     ;;
   bench)
     install requirements.txt requirements-bench.txt
-    exec "$venv/bin/python" -m spec.bench "$@"
+    exec "$venv/bin/python" -m bench "$@"
     ;;
   *)
     echo "usage: ./run.sh app [--share] [--host H] [--port P]  |  ./run.sh test [pytest args]  |  ./run.sh bench [options]" >&2

@@ -3,23 +3,25 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
-from spec.generation import Generation, Step
-from spec.runtime import StatefulLM
+from spec.generation import TARGET, Generation, Step
 from spec.sampling import Sampler
 
+if TYPE_CHECKING:  # only for types: decoding itself runs on any object with forward()
+    from spec.runtime import StatefulLM
 
-def decode_one_token(cache: StatefulLM, token_ids: Sequence[int], sampler: Sampler) -> tuple[int, np.ndarray | None]:
+
+def decode_one_token(cache: "StatefulLM", token_ids: Sequence[int], sampler: Sampler) -> tuple[int, np.ndarray | None]:
     """Feed the tokens the cache has not seen yet; return the next token and its distribution."""
     logits = cache.forward(token_ids, keep=1)
     return sampler.next_token(logits[-1])
 
 
 def autoregressive(
-    cache: StatefulLM, sampler: Sampler, generation: Generation, cancel: threading.Event | None = None
+    cache: "StatefulLM", sampler: Sampler, generation: Generation, cancel: threading.Event | None = None
 ) -> Iterator[Step]:
     """One target call per token. Yields a Step per token until the generation stops."""
     generation.resume()
@@ -28,7 +30,7 @@ def autoregressive(
     while True:
         generation.stats.target_calls += 1
         generation.stats.plain_steps += 1
-        step = generation.emit([token], ["target"])
+        step = generation.emit([token], [TARGET])
         yield step
         generation.resume()
         if step.finished:

@@ -11,8 +11,11 @@ import os
 import sys
 import threading
 
-from spec.config import PRECISIONS, GenerationConfig
-from spec.models import ModelError
+from spec.config import (
+    AUTOREGRESSIVE, DEFAULT_PRECISION, DRAFT_MODEL, INT8, MODES, PRECISIONS, PROMPT_LOOKUP, SPECULATIVE,
+    WEIGHT_FORMATS, GenerationConfig, ModelKey,
+)
+from spec.errors import ModelError
 
 
 class _UsageError(Exception):
@@ -33,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     drafter.add_argument("--draft", help="draft model reference (same forms as --target)")
     drafter.add_argument("--prompt-lookup", action="store_true", help="draft by prompt lookup instead of a draft model")
     run.add_argument("--prompt", required=True, help="the prompt text")
-    run.add_argument("--mode", choices=("autoregressive", "speculative"), default="speculative")
+    run.add_argument("--mode", choices=MODES, default=SPECULATIVE)
     run.add_argument("--max-new-tokens", type=int, default=128)
     run.add_argument("--k", type=int, default=4, help="tokens each target call verifies (with dynamic K a draft model may make fewer; free guesses fill the rest)")
     run.add_argument("--no-dynamic-k", action="store_true", help="keep K fixed")
@@ -41,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--top-p", type=float, default=1.0)
     run.add_argument("--top-k", type=int, default=0)
     run.add_argument("--seed", type=int)
-    run.add_argument("--precision", choices=PRECISIONS, default="default", help="f32 pins exact results; default is the device's fastest")
-    run.add_argument("--weight-format", choices=("int8", "int4", "fp32"), default="int8", help="compression for models that need converting")
+    run.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION, help="f32 pins exact results; default is the device's fastest")
+    run.add_argument("--weight-format", choices=WEIGHT_FORMATS, default=INT8, help="compression for models that need converting")
     run.add_argument("--device", default="CPU")
     run.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
@@ -66,9 +69,10 @@ def _library_output_to_stderr():
 
 
 def run(args: argparse.Namespace) -> dict:
-    from spec.engine import ModelRegistry, generate  # imported late: --help stays fast
+    from spec.engine import generate  # imported late: --help stays fast
+    from spec.registry import ModelRegistry
 
-    if args.mode == "speculative" and not (args.draft or args.prompt_lookup):
+    if args.mode == SPECULATIVE and not (args.draft or args.prompt_lookup):
         if args.target:
             raise _UsageError("speculative mode needs --draft REF or --prompt-lookup (or use --mode autoregressive)")
         args.prompt_lookup = True  # the embedded model has no smaller sibling: prompt lookup needs no second model
@@ -86,15 +90,14 @@ def run(args: argparse.Namespace) -> dict:
         raise _UsageError("the prompt is empty: give --prompt some text for the model to continue")
     progress = None if args.quiet else lambda message, fraction: print(f"[spec] {message}", file=sys.stderr, flush=True)
     registry = ModelRegistry()
+    drafter = PROMPT_LOOKUP if args.prompt_lookup else DRAFT_MODEL
     with _library_output_to_stderr():
-        target = registry.get(args.target, args.weight_format, args.precision, args.device, progress)
+        target = registry.get(ModelKey(args.target, args.weight_format, args.precision, args.device), progress)
         draft = None
-        if args.mode == "speculative" and args.draft:
-            draft = registry.get(args.draft, args.weight_format, args.precision, args.device, progress)
+        if args.mode == SPECULATIVE and args.draft:
+            draft = registry.get(ModelKey(args.draft, args.weight_format, args.precision, args.device), progress)
     cancel = threading.Event()
-    steps = generate(
-        args.prompt, target, config, args.mode, "prompt-lookup" if args.prompt_lookup else "draft-model", draft, cancel
-    )
+    steps = generate(args.prompt, target, config, args.mode, drafter, draft, cancel)
     token_ids, text, step = [], [], None
     try:
         for step in steps:
@@ -111,7 +114,7 @@ def run(args: argparse.Namespace) -> dict:
         "text": "".join(text),
         "token_ids": token_ids,
         "mode": args.mode,
-        "drafter": None if args.mode == "autoregressive" else ("prompt-lookup" if args.prompt_lookup else "draft-model"),
+        "drafter": None if args.mode == AUTOREGRESSIVE else drafter,
         "target": target.ref,
         "draft": draft.ref if draft else None,
         **{key: value for key, value in stats.as_dict().items()},

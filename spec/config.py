@@ -1,11 +1,37 @@
-"""Generation settings, shared by the command line, the Space and the benchmark."""
+"""Settings shared by the command line, the Space and the benchmark, and the names they use.
+
+Each mode, drafter, precision and weight format is named here once; everything else imports it.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-MODES = ("autoregressive", "speculative")
-DRAFTERS = ("draft-model", "prompt-lookup")
-PRECISIONS = ("f32", "default")
+# Decoding methods.
+AUTOREGRESSIVE, SPECULATIVE = "autoregressive", "speculative"
+MODES = (AUTOREGRESSIVE, SPECULATIVE)
+
+# Drafters: a small model of the target's family, or copying from the context (no second model).
+DRAFT_MODEL, PROMPT_LOOKUP = "draft-model", "prompt-lookup"
+DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
+
+# "f32" pins exact arithmetic (a K-token verify call agrees with one-by-one decoding);
+# "default" lets the device choose its fastest (bf16 with a compressed KV cache on AMX CPUs).
+F32, DEFAULT_PRECISION = "f32", "default"
+PRECISIONS = (F32, DEFAULT_PRECISION)
+
+# Weight compression of models the engine converts; fp32 leaves them as they are (tiny test models).
+INT8, INT4, FP32 = "int8", "int4", "fp32"
+WEIGHT_FORMATS = (INT8, INT4, FP32)
+
+
+@dataclass(frozen=True)
+class ModelKey:
+    """Everything that makes one compiled model differ from another: what the registry keys on."""
+
+    ref: str | None  # Hub id, local folder or embedded reference; None means the default embedded model
+    weight_format: str = INT8  # compression, when the engine converts the model itself
+    precision: str = DEFAULT_PRECISION  # F32 or DEFAULT_PRECISION
+    device: str = "CPU"  # the OpenVINO device it is compiled for
 
 
 @dataclass
@@ -15,8 +41,8 @@ class GenerationConfig:
     top_k: int = 0  # keep only the k most likely tokens; 0 keeps all
     top_p: float = 1.0  # nucleus sampling mass; 1.0 keeps all
     seed: int | None = None  # seeds sampling (and speculative acceptance) for reproducible runs
-    num_assistant_tokens: int = 4  # K: tokens each target call verifies (dynamic K tunes how many a draft model makes)
-    dynamic_k: bool = True  # adapt K to acceptance and fall back to plain steps when drafting does not pay
+    num_assistant_tokens: int = 4  # K: drafts each verify call checks (its width is K+1)
+    dynamic_k: bool = True  # adapt how many tokens a draft model makes; plain steps when drafting does not pay
     prompt_lookup_max_ngram: int = 3  # longest n-gram prompt lookup matches on
     stop_strings: tuple[str, ...] = field(default_factory=tuple)  # stop when the text contains one of these
     chat: bool = True  # wrap the prompt in the tokenizer's chat template when it has one

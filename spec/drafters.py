@@ -8,28 +8,29 @@ Two drafters behind one small interface (as transformers' CandidateGenerator):
 from __future__ import annotations
 
 import time
-from typing import NamedTuple, Protocol, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
 from spec.autoregressive import decode_one_token
-from spec.runtime import StatefulLM
 from spec.sampling import Sampler
+
+if TYPE_CHECKING:
+    from spec.runtime import StatefulLM
 
 
 class Proposal(NamedTuple):
-    tokens: np.ndarray  # (k,) drafted token ids, k may be smaller than asked (even 0)
-    q: np.ndarray | None  # (k, vocab) draft distributions, or None: each token was certain (q one-hot)
+    tokens: np.ndarray  # (n,) drafted token ids, n may be smaller than asked (even 0)
+    q: np.ndarray | None  # (n, vocab) draft distributions, or None: each token was certain (q one-hot)
     seconds: float  # time spent drafting, catching up included
     catch_up_seconds: float = 0.0  # of which feeding the draft what it missed (the prompt, or a pause)
 
 
 class Drafter(Protocol):
-    name: str
     free: bool  # drafting costs next to nothing (no model): it answers for the whole verify width
 
-    def propose(self, context: Sequence[int], k: int) -> Proposal:
-        """Up to k tokens to follow `context` (prompt + all accepted tokens)."""
+    def propose(self, context: Sequence[int], n: int) -> Proposal:
+        """Up to n tokens to follow `context` (prompt + all accepted tokens)."""
 
     def roll_back(self, context: Sequence[int]) -> None:
         """Forget whatever does not extend `context` (the drafts the target rejected)."""
@@ -38,15 +39,14 @@ class Drafter(Protocol):
 class DraftModelDrafter:
     """A small draft model, sampled with the same transforms as the target so q matches p's form."""
 
-    name = "draft-model"
     free = False
 
-    def __init__(self, cache: StatefulLM, sampler: Sampler):
+    def __init__(self, cache: "StatefulLM", sampler: Sampler):
         self.cache = cache
         self.sampler = sampler
         self._cached: list[int] = []  # the tokens the draft's KV cache holds, in order
 
-    def propose(self, context: Sequence[int], k: int) -> Proposal:
+    def propose(self, context: Sequence[int], n: int) -> Proposal:
         started = time.perf_counter()
         self.roll_back(context)
         pending = list(context[len(self._cached) :])
@@ -61,7 +61,7 @@ class DraftModelDrafter:
                 catch_up = time.perf_counter() - started
             pending = pending[-1:]
         tokens, dists = [], []
-        for i in range(k):
+        for _ in range(n):
             token, q = decode_one_token(self.cache, pending, self.sampler)
             self._cached += pending
             tokens.append(token)
@@ -79,37 +79,32 @@ class DraftModelDrafter:
             self.cache.trim(keep)
             del self._cached[keep:]
 
-    def reset(self) -> None:
-        self.cache.reset()
-        self._cached = []
-
 
 class PromptLookupDrafter:
     """Proposes the tokens that followed the most recent earlier match of the context's last n-gram."""
 
-    name = "prompt-lookup"
     free = True
 
     def __init__(self, max_ngram_size: int = 3, min_ngram_size: int = 1):
         self.max_ngram_size = max_ngram_size
         self.min_ngram_size = min_ngram_size
 
-    def propose(self, context: Sequence[int], k: int) -> Proposal:
+    def propose(self, context: Sequence[int], n: int) -> Proposal:
         started = time.perf_counter()
-        tokens = prompt_lookup(np.asarray(context, dtype=np.int64), k, self.max_ngram_size, self.min_ngram_size)
+        tokens = prompt_lookup(np.asarray(context, dtype=np.int64), n, self.max_ngram_size, self.min_ngram_size)
         return Proposal(tokens, None, time.perf_counter() - started)
 
     def roll_back(self, context: Sequence[int]) -> None:
         pass  # stateless: it reads the context afresh every round
 
 
-def prompt_lookup(context: np.ndarray, k: int, max_ngram_size: int = 3, min_ngram_size: int = 1) -> np.ndarray:
-    """Up to k tokens that followed the latest earlier occurrence of the longest matching suffix n-gram."""
-    for n in range(min(max_ngram_size, len(context) - 1), min_ngram_size - 1, -1):
-        windows = np.lib.stride_tricks.sliding_window_view(context[:-1], n)
-        matches = np.flatnonzero((windows == context[-n:]).all(axis=1))
+def prompt_lookup(context: np.ndarray, n: int, max_ngram_size: int = 3, min_ngram_size: int = 1) -> np.ndarray:
+    """Up to n tokens that followed the latest earlier occurrence of the longest matching suffix n-gram."""
+    for size in range(min(max_ngram_size, len(context) - 1), min_ngram_size - 1, -1):
+        windows = np.lib.stride_tricks.sliding_window_view(context[:-1], size)
+        matches = np.flatnonzero((windows == context[-size:]).all(axis=1))
         for start in matches[::-1]:
-            follow = context[start + n : start + n + k]
+            follow = context[start + size : start + size + n]
             if len(follow):
                 return follow.copy()
     return np.empty(0, dtype=np.int64)

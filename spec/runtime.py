@@ -15,13 +15,15 @@ import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
 
-# "f32" pins both compute and KV cache to f32: a K-token verify call and one-by-one decoding then
-# agree exactly. "default" lets the device choose (bf16 with a compressed cache on AMX CPUs).
+from spec.config import DEFAULT_PRECISION, F32
+
+# F32 pins both compute and KV cache to f32: a K-token verify call and one-by-one decoding then
+# agree exactly. The default lets the device choose (bf16 with a compressed cache on AMX CPUs).
 # The CPU also quantizes activations on the fly for INT8/INT4-compressed weights, differently for
-# one token than for several, which flips greedy near-ties even in f32: "f32" turns that off.
+# one token than for several, which flips greedy near-ties even in f32: F32 turns that off.
 _PRECISION_CONFIG = {
-    "f32": {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"},
-    "default": {},
+    F32: {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"},
+    DEFAULT_PRECISION: {},
 }
 
 _core: ov.Core | None = None
@@ -62,7 +64,7 @@ class CompiledLM:
             self._idle.append(request)
 
 
-def compile_model(xml: Path, precision: str = "default", device: str = "CPU", cache_dir: Path | None = None) -> CompiledLM:
+def compile_model(xml: Path, precision: str = DEFAULT_PRECISION, device: str = "CPU", cache_dir: Path | None = None) -> CompiledLM:
     """Compile a stateful causal-LM IR; `cache_dir` lets OpenVINO reuse the compiled blob across runs."""
     if precision not in _PRECISION_CONFIG:
         raise ValueError(f"precision must be one of {sorted(_PRECISION_CONFIG)}, got {precision!r}")

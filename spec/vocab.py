@@ -1,7 +1,7 @@
 """Draft and target must speak the same vocabulary: the same token -> id mapping and special tokens."""
 from __future__ import annotations
 
-from spec.models import ModelError
+from spec.errors import ModelError
 
 # The special tokens decoding relies on. Padding is not among them: one sequence is never padded,
 # and draft/target pairs often differ only there.

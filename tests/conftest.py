@@ -50,10 +50,18 @@ def models_dir_at(path: Path):
 
 def load_tiny(path: Path, models_dir: Path):
     """Convert (fp32, cached for the session) and load a tiny checkpoint at f32 precision."""
-    from spec.engine import load_model
+    from spec.config import ModelKey
+    from spec.registry import load_model
 
     with models_dir_at(models_dir):
-        return load_model(str(path), "fp32", "f32")
+        return load_model(ModelKey(str(path), "fp32", "f32"))
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory) -> tuple[Path, Path]:
+    """A tiny target and a one-layer draft sharing its tokenizer, as checkpoints (not yet converted)."""
+    root = tmp_path_factory.mktemp("tiny-checkpoints")
+    return build_checkpoint(root / "target", seed=0), build_checkpoint(root / "draft", seed=0, num_layers=1)
 
 
 @pytest.fixture(scope="session")

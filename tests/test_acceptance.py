@@ -1,5 +1,4 @@
 """The acceptance rule, against an exact brute-force reference and hand-made distributions."""
-import itertools
 
 import numpy as np
 import pytest

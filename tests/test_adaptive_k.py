@@ -24,77 +24,89 @@ def test_predicted_speedup_is_leviathans_formula():
     assert predicted_speedup(0.8, 4, 0.05, 1.5) == pytest.approx((1 - 0.8**5) / (0.2 * (4 * 0.05 + 1.5)))
 
 
-def test_k_grows_on_full_acceptance_within_what_the_cost_model_allows():
-    schedule = DynamicK(k=4, max_k=10)
-    assert schedule.next_k() == 0  # the first step is plain: it measures a target step
+def measured(k: int = 10, first_draft_length: int = 4, **kwargs) -> DynamicK:
+    """A schedule as the loop has it after the prompt and two plain steps: a step's cost is known."""
+    schedule = DynamicK(k, first_draft_length=first_draft_length, **kwargs)
+    schedule.observe_prefill()
+    assert schedule.next_draft_length() == 0  # the first step is plain: it measures what a round must beat
+    schedule.observe_plain(T)  # right after the prompt's width: no fair sample
+    assert schedule.memory.t_step is None and schedule.next_draft_length() == 0
     schedule.observe_plain(T)
+    assert schedule.memory.t_step == T
+    return schedule
+
+
+def test_draft_length_grows_on_full_acceptance_within_what_the_cost_model_allows():
+    schedule = measured()
     schedule.observe_round(4, 4, draft_seconds=0.1 * T * 4, verify_seconds=1.2 * T)  # cheap, all kept
-    assert schedule.next_k() == 6  # +2
+    assert schedule.next_draft_length() == 6  # +2
     schedule.observe_round(6, 2, draft_seconds=0.1 * T * 6, verify_seconds=1.3 * T)
-    k, speedup = schedule.best_k()
-    assert speedup > 1 and 1 <= k <= 10
-    assert schedule.next_k() == min(5, k)  # -1, and never past the K the cost model expects to pay best
+    n, speedup = schedule.best_draft_length()
+    assert schedule.memory.verify_cost == pytest.approx(1.3)  # the first round changed width: only this one timed
+    assert speedup > 1 and 1 <= n <= 10
+    assert schedule.next_draft_length() == min(5, n)  # -1, and never past the length the cost model expects to pay best
 
 
 def test_a_draft_that_cannot_pay_gets_plain_steps_and_ever_rarer_probes():
     # A draft nearly as slow as the target (an INT4 copy of it): even a good acceptance cannot pay.
-    schedule = DynamicK(k=4, max_k=10)
-    assert schedule.next_k() == 0
-    schedule.observe_plain(T)
+    schedule = measured()
     schedule.observe_round(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T)
-    assert schedule.best_k()[1] < 1
-    assert [schedule.next_k() for _ in range(8)] == [0] * 8
-    assert schedule.next_k() == 1  # the probe is the cheapest round
+    schedule.observe_round(3, 2, draft_seconds=0.8 * T * 3, verify_seconds=1.5 * T)
+    assert schedule.best_draft_length()[1] < 1
+    assert [schedule.next_draft_length() for _ in range(8)] == [0] * 8
+    assert schedule.next_draft_length() == 1  # the probe is the cheapest round
     schedule.observe_round(1, 1, draft_seconds=0.8 * T, verify_seconds=1.1 * T)
-    assert [schedule.next_k() for _ in range(16)] == [0] * 16  # failed again: a pause twice as long
-    assert schedule.next_k() == 1
+    assert [schedule.next_draft_length() for _ in range(16)] == [0] * 16  # failed again: a pause twice as long
+    assert schedule.next_draft_length() == 1
 
 
-def test_a_free_drafter_keeps_drafting_through_a_bad_round():
-    """Prompt lookup costs nothing to draft: one fully rejected round is no reason to stop."""
-    schedule = DynamicK(k=4, max_k=10)
-    schedule.next_k()
-    schedule.observe_plain(T)
-    schedule.observe_round(4, 4, draft_seconds=1e-5, verify_seconds=1.4 * T)
-    schedule.observe_round(6, 0, draft_seconds=1e-5, verify_seconds=1.6 * T)
+def test_a_free_drafter_is_judged_on_the_whole_width_and_keeps_drafting_through_a_bad_round():
+    """Prompt lookup costs nothing to draft: one fully rejected round is no reason to stop, and a
+    round without any match still counts (its guesses were lookups too)."""
+    schedule = measured(free=True)
+    schedule.observe_round(0, 10, draft_seconds=1e-5, verify_seconds=1.4 * T)  # all kept, though the lookup found nothing
+    assert schedule.next_draft_length() == 6
+    rejected = schedule.memory.rejected
+    schedule.observe_round(0, 0, draft_seconds=1e-5, verify_seconds=1.6 * T)
+    assert schedule.memory.rejected > rejected
     # Every verify call has the same width, so a draft that costs nothing should fill all of it.
-    assert schedule.best_k()[0] == 10 and schedule.best_k()[1] > 1
-    assert schedule.next_k() == 5  # the heuristic's -1 after the bad round
+    assert schedule.best_draft_length()[0] == 10 and schedule.best_draft_length()[1] > 1
+    assert schedule.next_draft_length() == 5  # the heuristic's -1 after the bad round
+    draft_model = measured()
+    accepted, rejected = draft_model.memory.accepted, draft_model.memory.rejected
+    draft_model.observe_round(0, 0, draft_seconds=1e-5, verify_seconds=1.6 * T)  # made nothing: judged on nothing
+    assert (draft_model.memory.accepted, draft_model.memory.rejected) == (accepted, rejected)
 
 
 def test_what_a_pair_learned_carries_over_to_its_next_generation():
     memory = PairMemory()
-    first = DynamicK(k=4, max_k=10, memory=memory)
-    first.next_k()
-    first.observe_plain(T)
+    first = measured(memory=memory)
     first.observe_round(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T)
+    first.observe_round(3, 2, draft_seconds=0.8 * T * 3, verify_seconds=1.5 * T)
     for _ in range(3):
-        first.next_k()  # the generation ends 3 steps into its 8-step pause
-    second = DynamicK(k=4, max_k=10, memory=memory)
-    assert [second.next_k() for _ in range(5)] == [0] * 5  # the rest of the pause: no re-learning
-    assert second.next_k() == 1
-    # A fresh pair starts by measuring: one plain step, then the K asked for.
-    fresh = DynamicK(k=4, max_k=10, memory=PairMemory())
-    assert fresh.next_k() == 0
-    fresh.observe_plain(T)
-    assert fresh.next_k() == 4
+        first.next_draft_length()  # the generation ends 3 steps into its 8-step pause
+    second = DynamicK(10, first_draft_length=4, memory=memory)
+    assert [second.next_draft_length() for _ in range(5)] == [0] * 5  # the rest of the pause: no re-learning
+    assert second.next_draft_length() == 1
+    # A fresh pair starts by measuring: plain steps, then the length asked for.
+    fresh = measured(memory=PairMemory())
+    assert fresh.next_draft_length() == 4
 
 
 def test_fixed_k_never_falls_back():
-    schedule = DynamicK(k=3, max_k=10, dynamic=False)
+    schedule = DynamicK(3, dynamic=False)
     schedule.observe_plain(T)
     schedule.observe_round(3, 0, draft_seconds=1.0, verify_seconds=1.0)
-    assert [schedule.next_k() for _ in range(3)] == [3, 3, 3]
+    assert [schedule.next_draft_length() for _ in range(3)] == [3, 3, 3]
 
 
 def test_calls_that_are_no_fair_sample_do_not_move_the_costs():
-    """A call right after one of another width pays for OpenVINO re-preparing the model: the loop
-    passes None for its time, and the cost model must not learn from it."""
-    schedule = DynamicK(k=4, max_k=4)
-    schedule.observe_plain(None)  # the first step after the prompt
-    assert schedule.memory.t_step is None and schedule.next_k() == 0  # so it measures another
-    schedule.observe_plain(T)
-    schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=None)  # the first round
+    """A call right after one of another width pays for OpenVINO re-preparing the model: the cost
+    model must not learn from it."""
+    schedule = measured(k=4)
+    schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=5 * T)  # the first round: the width changed
     assert schedule.memory.verify_cost is None and schedule.memory.draft_cost is not None
     schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=1.1 * T)
     assert schedule.memory.verify_cost == pytest.approx(1.1)
+    schedule.observe_plain(3 * T)  # the first plain step after rounds
+    assert schedule.memory.t_step == T

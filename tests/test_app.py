@@ -18,6 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
+import spec.race
+from spec.config import ModelKey
 from tests.tiny_models import build_checkpoint
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -68,7 +70,7 @@ def served(tmp_path_factory, tiny_models_dir):
         app = importlib.import_module("app")
         pair = app.DEFAULT_PRESET
         for ref in (pair.target, pair.draft):  # converted into the session's cache, once, here
-            app.registry.get(ref, pair.weight_format, pair.precision)
+            app.registry.get(ModelKey(ref, pair.weight_format, pair.precision))
     finally:  # the app has read its settings; other tests see the environment they had
         for name, value in saved.items():
             if value is None:
@@ -145,20 +147,6 @@ def test_tokens_are_coloured_by_provenance(served):
     assert "accepted" in kinds and {"correction", "bonus"} & set(kinds), kinds
 
 
-def test_model_text_is_escaped_never_markup(served):
-    from spec.generation import Step
-    from spec.metrics import Stats
-
-    step = Step([1, 2], ["accepted", "bonus"], [("<b>x</b>", "accepted"), (" & <script>", "bonus")], "", Stats(), True)
-    for colour in (True, False):
-        lane = served.app._Lane(iter([step]), colour=colour)
-        lane.advance()
-        pane = served.app._pane(lane)
-        assert "<b>" not in pane and "<script>" not in pane
-        assert text_of(pane) == "<b>x</b> & <script>"
-        assert ('<span class="tok tok-accepted">&lt;b&gt;' in pane) == colour
-
-
 def test_prompt_lookup_and_sampling_run(served):
     c = client(served)
     *_, summary = c.predict(**race_args(served, "one two three one two three one two", drafter="prompt-lookup"), api_name="/race")
@@ -203,6 +191,7 @@ def test_stop_stops_both_panes(served):
 
 def test_several_clients_at_once_each_get_their_own_text(served):
     from spec.config import GenerationConfig
+    from spec.engine import generate
 
     prompts = ["The quick brown fox", "one two three", "Write a poem about the sea"]
     results, errors = {}, []
@@ -219,10 +208,10 @@ def test_several_clients_at_once_each_get_their_own_text(served):
     for thread in threads:
         thread.join(timeout=90)
     assert not errors, errors
-    target = served.app.registry.get(served.pair.target, served.pair.weight_format, served.pair.precision)
+    target = served.app.registry.get(ModelKey(served.pair.target, served.pair.weight_format, served.pair.precision))
     for prompt in prompts:
         ar_pane, spec_pane, *_ = results[prompt]
-        steps = served.app.generate(prompt, target, GenerationConfig(max_new_tokens=24), "autoregressive")
+        steps = generate(prompt, target, GenerationConfig(max_new_tokens=24), "autoregressive")
         alone = "".join(step.text for step in steps)
         assert text_of(ar_pane) == text_of(spec_pane) == alone, prompt
     assert len({text_of(results[p][0]) for p in prompts}) == len(prompts)
@@ -299,7 +288,7 @@ def test_browser_runs_a_race(served, browser, monkeypatch):
 def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
     app = served.app
     closed_early = []  # one entry per engine generator closed before it finished
-    real_generate = app.generate
+    real_generate = spec.race.generate
 
     def spying_generate(*args, **kwargs):
         steps = real_generate(*args, **kwargs)
@@ -320,7 +309,7 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
 
         return spy()
 
-    monkeypatch.setattr(app, "generate", spying_generate)
+    monkeypatch.setattr(spec.race, "generate", spying_generate)
     page = browser.new_page()
     start_long_race(page, served.url)
     page.close()
@@ -331,7 +320,7 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
 @pytest.fixture
 def slow_races(served, monkeypatch) -> list[str]:
     """Races that last seconds (a pause per step, in wall time only); returns the prompts that started."""
-    real_generate = served.app.generate
+    real_generate = spec.race.generate
     started = []
 
     def slow_generate(prompt, *args, **kwargs):
@@ -348,7 +337,7 @@ def slow_races(served, monkeypatch) -> list[str]:
 
         return slowly()
 
-    monkeypatch.setattr(served.app, "generate", slow_generate)
+    monkeypatch.setattr(spec.race, "generate", slow_generate)
     return started
 
 

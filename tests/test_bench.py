@@ -12,7 +12,7 @@ def smoke_run(tmp_path_factory, tiny_pairs, tiny_models_dir):
 
     optimum-intel is left out only to keep the test fast (its process imports torch).
     """
-    from spec import bench
+    from bench import run as bench
 
     root = tmp_path_factory.mktemp("bench")
     target, draft = (loaded.ref for loaded in tiny_pairs["llama"])  # checkpoints, already converted at fp32; the draft is a noisy copy
@@ -35,7 +35,7 @@ def smoke_run(tmp_path_factory, tiny_pairs, tiny_models_dir):
 def test_writes_json_markdown_and_plot(smoke_run):
     out, report, text = smoke_run
     assert (out / "smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert report["command"].startswith("python -m spec.bench --quick")
+    assert report["command"].startswith("python -m bench --quick")
     assert report["machine"]["cores"] >= 1 and "openvino" in report["versions"]
     for family in report["families"].values():
         assert family["memory"]["peak_rss"] >= family["info"]["rss_before_load"] > 0

@@ -11,17 +11,10 @@ import pytest
 
 from spec.cli import main
 from tests.conftest import models_dir_at
-from tests.tiny_models import build_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = {"text", "token_ids", "new_tokens", "seconds", "tokens_per_second", "ttft_seconds",
         "target_calls", "drafted", "accepted", "acceptance_rate"}
-
-
-@pytest.fixture(scope="module")
-def tiny_checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cli")
-    return build_checkpoint(root / "target", seed=0), build_checkpoint(root / "draft", seed=0, num_layers=1)
 
 
 @pytest.mark.parametrize(

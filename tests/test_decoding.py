@@ -1,7 +1,6 @@
 """The signature test and its neighbours: speculative decoding changes the speed, never the output."""
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 import pytest
@@ -48,9 +47,10 @@ def test_greedy_speculative_equals_greedy_autoregressive(tiny_pairs, arch, draft
 def test_greedy_equality_holds_on_the_real_int8_model_at_f32():
     """On real INT8 weights the CPU quantizes activations on the fly, differently for one token than
     for K+1; tiny random models have no near-ties to show it, SmolLM2 does (within 64 tokens)."""
-    from spec.engine import load_model
+    from spec.config import ModelKey
+    from spec.registry import load_model
 
-    target = load_model(None, "int8", "f32")
+    target = load_model(ModelKey(None, "int8", "f32"))
     prompt = "Summarize in two sentences: The city council met on Tuesday to discuss the new bike lanes. " \
         "Residents spoke for and against. The council voted 5 to 2 to build the lanes next spring."
     want, _, _ = run(prompt, target, "autoregressive", max_new_tokens=64)
@@ -83,7 +83,7 @@ def test_sampled_speculative_follows_the_target_distribution(tiny_pairs, monkeyp
     from spec.engine import encode_prompt
     from spec.sampling import Sampler
 
-    monkeypatch.setattr(DynamicK, "next_k", lambda self: drafted)
+    monkeypatch.setattr(DynamicK, "next_draft_length", lambda self: drafted)
     target, draft = tiny_pairs["llama"]
     settings = dict(temperature=1.0, top_k=4, num_assistant_tokens=2, dynamic_k=False, max_new_tokens=4)
     prompt = PROMPTS[1]
@@ -166,12 +166,12 @@ def test_dynamic_k_judges_prompt_lookup_by_the_width_and_a_draft_model_by_its_dr
     judged = []
     real_observe = DynamicK.observe_round
 
-    def observe(self, k, accepted, draft_seconds, verify_seconds):
-        judged.append(k)
-        return real_observe(self, k, accepted, draft_seconds, verify_seconds)
+    def observe(self, drafted, accepted, draft_seconds, verify_seconds):
+        judged.append(self.k if self.free else drafted)
+        return real_observe(self, drafted, accepted, draft_seconds, verify_seconds)
 
     monkeypatch.setattr(DynamicK, "observe_round", observe)
-    monkeypatch.setattr(DynamicK, "next_k", lambda self: 1)  # the draft model makes one token a round
+    monkeypatch.setattr(DynamicK, "next_draft_length", lambda self: 1)  # the draft model makes one token a round
     _, _, steps = run(PROMPTS[2], target, "speculative", "prompt-lookup", None, num_assistant_tokens=4)
     rounds = steps[-1].stats.target_calls - steps[-1].stats.plain_steps - 1
     assert rounds > 0 and judged == [4] * rounds

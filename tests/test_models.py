@@ -1,4 +1,4 @@
-"""Model resolution and conversion: spec.models and spec.embedded.
+"""Model resolution and conversion: spec.resolve, spec.conversion_cache, spec.export, spec.hub, spec.embedded.
 
 Two real exports of tiny checkpoints (an INT8 Llama, an INT4 GPT-2 with a padded vocabulary) are
 shared by the module; tests of the cache's bookkeeping swap the exporter for a copy of the INT8
@@ -19,8 +19,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from spec import embedded, models
-from spec.models import EMBEDDED_REF, ModelError, ResolvedModel, resolve_model
+from spec import conversion_cache, embedded, export, hub
+from spec.embedded import EMBEDDED_REF
+from spec.errors import ModelError
+from spec.resolve import ResolvedModel, resolve_model
 from tests.tiny_models import build_checkpoint
 
 # Read at collection, before any fixture (conftest's included) points SPEC_MODELS_DIR elsewhere:
@@ -35,7 +37,7 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 class ExportCounter:
-    """Stands in for models._export_ir: counts calls, then runs `action` (the real export by default)."""
+    """Stands in for export._export_ir: counts calls, then runs `action` (the real export by default)."""
 
     def __init__(self, action):
         self.calls = 0
@@ -48,7 +50,7 @@ class ExportCounter:
 
 def copy_ir(source: Path, dest: Path) -> None:
     """Copy a converted model directory without its cache marker."""
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(models.MARKER), dirs_exist_ok=True)
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(conversion_cache.MARKER), dirs_exist_ok=True)
 
 
 def constant_types(xml: Path) -> set[str]:
@@ -117,10 +119,10 @@ def checkpoints(tmp_path_factory) -> Path:
 def int8_export(tmp_path_factory, checkpoints):
     """The tiny Llama converted to INT8 for real, resolved twice: (resolved, counter, cache dir)."""
     cache = tmp_path_factory.mktemp("int8-cache")
-    counter = ExportCounter(models._export_ir)
+    counter = ExportCounter(export._export_ir)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPEC_MODELS_DIR", str(cache))
-        mp.setattr(models, "_export_ir", counter)
+        mp.setattr(export, "_export_ir", counter)
         first = resolve_model(str(checkpoints / "tiny-llama"))
         start = time.perf_counter()
         second = resolve_model(str(checkpoints / "tiny-llama"))
@@ -141,7 +143,7 @@ def fake_export(monkeypatch, int8_export) -> ExportCounter:
     """Replace the exporter with a copy of the real INT8 result, and count its calls."""
     converted = int8_export[0].path
     counter = ExportCounter(lambda checkpoint, out, weight_format: copy_ir(converted, out))
-    monkeypatch.setattr(models, "_export_ir", counter)
+    monkeypatch.setattr(export, "_export_ir", counter)
     return counter
 
 
@@ -169,7 +171,7 @@ def test_checkpoint_converts_to_int8_once_then_hits_the_cache(int8_export, check
     assert second == first
     assert counter.calls == 1
     assert second_seconds < 1.0
-    ir = first.path / models.IR_XML
+    ir = first.path / export.IR_XML
     assert "u8" in constant_types(ir)  # really compressed, not left in f32
     inputs = {port.get_any_name() for port in ov.Core().read_model(str(ir)).inputs}
     assert {"input_ids", "attention_mask", "position_ids", "beam_idx"} <= inputs
@@ -183,7 +185,7 @@ def test_checkpoint_converts_to_int8_once_then_hits_the_cache(int8_export, check
 def test_int8_ir_computes_what_the_checkpoint_computes(int8_export, checkpoints):
     ids = AutoTokenizer.from_pretrained(str(checkpoints / "tiny-llama"))("the world and the end").input_ids
     expected = AutoModelForCausalLM.from_pretrained(str(checkpoints / "tiny-llama"))(torch.tensor([ids])).logits[0]
-    actual = prefill_logits(int8_export[0].path / models.IR_XML, ids)
+    actual = prefill_logits(int8_export[0].path / export.IR_XML, ids)
     assert actual.shape == tuple(expected.shape)
     assert np.corrcoef(actual.ravel(), expected.detach().numpy().ravel())[0, 1] > 0.99
 
@@ -191,8 +193,8 @@ def test_int8_ir_computes_what_the_checkpoint_computes(int8_export, checkpoints)
 def test_int4_export_of_a_second_architecture_keeps_the_padded_vocabulary(cache, checkpoints):
     resolved = resolve_model(str(checkpoints / "tiny-gpt2"), weight_format="int4")
     assert resolved.weight_format == "int4"
-    assert "u4" in constant_types(resolved.path / models.IR_XML)
-    logits = prefill_logits(resolved.path / models.IR_XML, [5, 6, 7])
+    assert "u4" in constant_types(resolved.path / export.IR_XML)
+    logits = prefill_logits(resolved.path / export.IR_XML, [5, 6, 7])
     assert logits.shape == (3, 320)
 
 
@@ -216,7 +218,7 @@ def test_preconverted_ir_is_used_as_it_is(cache, tmp_path, int8_export, fake_exp
 def test_ir_without_tokenizer_is_refused(cache, tmp_path, int8_export):
     ir_dir = tmp_path / "bare-ir"
     copy_ir(int8_export[0].path, ir_dir)
-    for name in models.TOKENIZER_FILES:
+    for name in export.TOKENIZER_FILES:
         (ir_dir / name).unlink()
     with pytest.raises(ModelError, match="tokenizer"):
         resolve_model(str(ir_dir))
@@ -296,7 +298,7 @@ def test_hub_errors_become_actionable_model_errors(cache, monkeypatch, kind, sta
         raise _hub_error(kind, status)
 
     monkeypatch.setenv("HF_TOKEN", "hf_secret_never_shown")
-    monkeypatch.setattr(models, "_files_to_fetch", lambda repo_id: None)
+    monkeypatch.setattr(hub, "_files_to_fetch", lambda repo_id: None)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
     with pytest.raises(ModelError, match=match) as raised:
         resolve_model("a/b")
@@ -306,24 +308,24 @@ def test_hub_errors_become_actionable_model_errors(cache, monkeypatch, kind, sta
 def test_download_skips_files_the_app_does_not_use():
     checkpoint_repo = ["config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
                        "onnx/model.onnx", "model.gguf", "flax_model.msgpack", "README.md"]
-    assert models._pick_files(checkpoint_repo) == ["config.json", "model.safetensors", "tokenizer.json", "README.md"]
+    assert hub._pick_files(checkpoint_repo) == ["config.json", "model.safetensors", "tokenizer.json", "README.md"]
     ir_repo = ["config.json", "openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.bin",
                "pytorch_model.bin", "tokenizer_config.json"]
-    assert models._pick_files(ir_repo) == ["config.json", "openvino_model.xml", "openvino_model.bin",
+    assert hub._pick_files(ir_repo) == ["config.json", "openvino_model.xml", "openvino_model.bin",
                                            "openvino_tokenizer.bin", "tokenizer_config.json"]
-    assert models._pick_files(["config.json", "pytorch_model.bin"]) == ["config.json", "pytorch_model.bin"]
+    assert hub._pick_files(["config.json", "pytorch_model.bin"]) == ["config.json", "pytorch_model.bin"]
 
 
 def test_download_progress_reaches_the_callback():
     # Driven the way snapshot_download drives its byte bar: total grows as each file starts.
     reports = []
-    bar = models._reporting_tqdm(lambda m, f: reports.append((m, f)), "Downloading a/b")(
+    bar = hub._reporting_tqdm(lambda m, f: reports.append((m, f)), "Downloading a/b")(
         desc="Downloading", total=0, initial=0, unit="B", unit_scale=True
     )
     bar.total += 100
     bar.update(50)
     bar.update(50)
-    files_bar = models._reporting_tqdm(lambda m, f: reports.append((m, f)), "Downloading a/b")(iter([1, 2]), total=2)
+    files_bar = hub._reporting_tqdm(lambda m, f: reports.append((m, f)), "Downloading a/b")(iter([1, 2]), total=2)
     assert list(files_bar) == [1, 2]
     assert reports == [("Downloading a/b", 0.5), ("Downloading a/b", 1.0)]
 
@@ -370,16 +372,16 @@ def test_unexportable_architecture_becomes_model_error(cache, checkpoints, monke
 
 
 def _truncate_bin(entry: Path) -> None:
-    with open(entry / models.IR_BIN, "r+b") as f:
+    with open(entry / export.IR_BIN, "r+b") as f:
         f.truncate(100)
 
 
 def _drop_marker(entry: Path) -> None:
-    (entry / models.MARKER).unlink()
+    (entry / conversion_cache.MARKER).unlink()
 
 
 def _garble_xml_keeping_its_size(entry: Path) -> None:
-    xml = entry / models.IR_XML
+    xml = entry / export.IR_XML
     xml.write_bytes(b"x" * xml.stat().st_size)
 
 
@@ -388,25 +390,25 @@ def test_corrupt_entry_is_rebuilt(cache, checkpoints, fake_export, damage):
     ref = str(checkpoints / "tiny-llama")
     entry = resolve_model(ref).path
     damage(entry)
-    models._verified.clear()  # as a new process would see it
+    conversion_cache._verified.clear()  # as a new process would see it
     assert resolve_model(ref).path == entry
     assert fake_export.calls == 2
-    assert models._entry_problem(entry) is None
+    assert conversion_cache.entry_problem(entry) is None
 
 
 def test_interrupted_export_leaves_nothing_to_load(cache, checkpoints, monkeypatch, fake_export):
     def crash(checkpoint, out, weight_format):
-        (out / models.IR_XML).write_text("<half an IR")
+        (out / export.IR_XML).write_text("<half an IR")
         raise KeyboardInterrupt  # not an Exception: must still clean up, and must not be swallowed
 
-    monkeypatch.setattr(models, "_export_ir", crash)
+    monkeypatch.setattr(export, "_export_ir", crash)
     with pytest.raises(KeyboardInterrupt):
         resolve_model(str(checkpoints / "tiny-llama"))
     assert [p.name for p in cache.iterdir() if not p.name.startswith(".lock-")] == []
 
-    monkeypatch.setattr(models, "_export_ir", fake_export)
+    monkeypatch.setattr(export, "_export_ir", fake_export)
     entry = resolve_model(str(checkpoints / "tiny-llama")).path
-    assert fake_export.calls == 1 and models._entry_problem(entry) is None
+    assert fake_export.calls == 1 and conversion_cache.entry_problem(entry) is None
 
 
 def test_leftovers_of_a_killed_export_are_removed(cache, checkpoints, fake_export):
@@ -425,7 +427,7 @@ def test_concurrent_requests_export_once(cache, checkpoints, int8_export, monkey
         copy_ir(int8_export[0].path, out)
 
     counter = ExportCounter(slow_copy)
-    monkeypatch.setattr(models, "_export_ir", counter)
+    monkeypatch.setattr(export, "_export_ir", counter)
     results = []
     threads = [threading.Thread(target=lambda: results.append(resolve_model(str(checkpoints / "tiny-llama"))))
                for _ in range(3)]
@@ -459,7 +461,7 @@ def test_embedded_model_converts_and_answers(monkeypatch):
     prompt = tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is the capital of France?"}], add_generation_prompt=True, tokenize=False
     )
-    answer = greedy_ir(resolved.path / models.IR_XML, tokenizer(prompt).input_ids, 12, tokenizer.eos_token_id)
+    answer = greedy_ir(resolved.path / export.IR_XML, tokenizer(prompt).input_ids, 12, tokenizer.eos_token_id)
     assert "Paris" in tokenizer.decode(answer)
     start = time.perf_counter()
     assert resolve_model(None) == resolved

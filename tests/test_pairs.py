@@ -1,10 +1,9 @@
 """Draft and target must share a vocabulary; padded embeddings are fine."""
-import numpy as np
 import pytest
 
 from spec.config import GenerationConfig
 from spec.engine import generate
-from spec.models import ModelError
+from spec.errors import ModelError
 from tests.conftest import load_tiny
 from tests.tiny_models import build_checkpoint
 

@@ -2,7 +2,8 @@
 import threading
 import time
 
-import spec.engine as engine
+import spec.registry as registry_module
+from spec.config import ModelKey
 
 
 class FakeModel:
@@ -13,15 +14,15 @@ class FakeModel:
 def test_two_threads_asking_for_one_model_load_it_once(monkeypatch):
     loads = []
 
-    def slow_load(ref, weight_format, precision, device, progress):
-        loads.append(ref)
+    def slow_load(key, progress):
+        loads.append(key.ref)
         time.sleep(0.3)  # long enough for the second thread to arrive while the first loads
-        return FakeModel(ref, 1)
+        return FakeModel(key.ref, 1)
 
-    monkeypatch.setattr(engine, "load_model", slow_load)
-    registry = engine.ModelRegistry()
+    monkeypatch.setattr(registry_module, "load_model", slow_load)
+    registry = registry_module.ModelRegistry()
     results = []
-    threads = [threading.Thread(target=lambda: results.append(registry.get("a/target"))) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: results.append(registry.get(ModelKey("a/target")))) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -29,24 +30,24 @@ def test_two_threads_asking_for_one_model_load_it_once(monkeypatch):
     assert loads == ["a/target"]
     assert len(results) == 4 and all(r is results[0] for r in results)
     # Another precision is another compiled model.
-    registry.get("a/target", precision="f32")
+    registry.get(ModelKey("a/target", precision="f32"))
     assert loads == ["a/target", "a/target"]
 
 
 def test_least_recently_used_models_go_beyond_the_budget(monkeypatch):
-    monkeypatch.setattr(engine, "load_model", lambda ref, *rest: FakeModel(ref, 40))
-    registry = engine.ModelRegistry(budget_bytes=100)
+    monkeypatch.setattr(registry_module, "load_model", lambda key, *rest: FakeModel(key.ref, 40))
+    registry = registry_module.ModelRegistry(budget_bytes=100)
     for ref in ("a/one", "a/two"):
-        registry.get(ref)
-    registry.get("a/one")  # used again: now "a/two" is the least recently used
-    registry.get("a/three")
-    assert [key[0] for key in registry.loaded()] == ["a/one", "a/three"]
+        registry.get(ModelKey(ref))
+    registry.get(ModelKey("a/one"))  # used again: now "a/two" is the least recently used
+    registry.get(ModelKey("a/three"))
+    assert [key.ref for key in registry.loaded()] == ["a/one", "a/three"]
 
 
 def test_a_pair_over_the_budget_keeps_both_halves(monkeypatch):
-    monkeypatch.setattr(engine, "load_model", lambda ref, *rest: FakeModel(ref, 80))
-    registry = engine.ModelRegistry(budget_bytes=100)
-    registry.get("a/old")
-    registry.get("a/target")
-    registry.get("a/draft")  # the pair alone is over budget: only the older model goes
-    assert [key[0] for key in registry.loaded()] == ["a/target", "a/draft"]
+    monkeypatch.setattr(registry_module, "load_model", lambda key, *rest: FakeModel(key.ref, 80))
+    registry = registry_module.ModelRegistry(budget_bytes=100)
+    registry.get(ModelKey("a/old"))
+    registry.get(ModelKey("a/target"))
+    registry.get(ModelKey("a/draft"))  # the pair alone is over budget: only the older model goes
+    assert [key.ref for key in registry.loaded()] == ["a/target", "a/draft"]

@@ -95,7 +95,7 @@ class Worker:
 
 # Imported before the "before models" RSS reading, so that it counts the libraries, not the models.
 _IMPORTS = {
-    "ours": ("openvino", "transformers", "spec.engine"),
+    "ours": ("openvino", "transformers", "spec.engine", "spec.registry"),
     "costs": ("openvino", "spec.runtime", "spec.sampling"),
     "openvino-genai": ("openvino", "openvino_genai"),
     "optimum-intel": ("openvino", "torch", "transformers", "optimum.intel"),
@@ -149,10 +149,11 @@ class _Ours:
     """spec.engine.generate, exactly as the app and CLI call it."""
 
     def __init__(self, family: Family):
-        from spec.engine import load_model
+        from spec.config import ModelKey
+        from spec.registry import load_model
 
-        self.target = load_model(family.target, "int8", family.precision)
-        self.draft = load_model(family.draft, "int8", family.precision) if family.draft else None
+        self.target = load_model(ModelKey(family.target, precision=family.precision))
+        self.draft = load_model(ModelKey(family.draft, precision=family.precision)) if family.draft else None
         compiled = self.target.model.compiled
         self.info = {"compiled": {key: str(compiled.get_property(key)) for key in _PROPERTIES if _has(compiled, key)}}
 
@@ -291,10 +292,10 @@ class _Costs:
     """Per-call costs through spec.runtime.StatefulLM: where a speculative round spends its time."""
 
     def __init__(self, family: Family):
-        from spec.models import models_dir
+        from spec.conversion_cache import models_dir
         from spec.runtime import compile_model
 
-        cache_dir = models_dir() / "compiled"  # as spec.engine.load_model compiles
+        cache_dir = models_dir() / "compiled"  # as spec.registry.load_model compiles
         compile = lambda path: compile_model(Path(path) / "openvino_model.xml", family.precision, CPU, cache_dir)  # noqa: E731
         self.target = compile(family.target)
         self.drafts = {path: compile(path) for path in family.drafts}

@@ -1,4 +1,4 @@
-"""`python -m spec.bench`: autoregressive vs speculative decoding on this CPU, beside openvino-genai
+"""`python -m bench`: autoregressive vs speculative decoding on this CPU, beside openvino-genai
 and optimum-intel, with where the time goes.
 
 Offline by default, on the embedded SmolLM2-135M-Instruct (INT8) with an INT4 copy of itself as
@@ -21,13 +21,13 @@ import sys
 import time
 from pathlib import Path
 
-from spec.bench_plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
-from spec.bench_report import check_targets, markdown, peer_ratios, plot, summarize
-from spec.bench_workers import Worker, WorkerError
+from bench.plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
+from bench.report import check_targets, markdown, peer_ratios, plot, summarize
+from bench.workers import Worker, WorkerError
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_PROMPTS = [ROOT / "bench" / "prompts" / "open.json", ROOT / "bench" / "prompts" / "grounded.json"]
-DEFAULT_OUT = ROOT / "bench" / "results"
+HERE = Path(__file__).resolve().parent
+DEFAULT_PROMPTS = [HERE / "prompts" / "open.json", HERE / "prompts" / "grounded.json"]
+DEFAULT_OUT = HERE / "results"
 SELF_INT4 = "self-int4"  # --draft value: the target itself exported with INT4 weights
 PEERS = (GENAI, OPTIMUM)
 SEED = 1234  # sampled runs: prompt i uses SEED + i in every repeat, so repeats time the same tokens
@@ -38,7 +38,7 @@ FULL = dict(repeats=3, max_new_tokens=[40, 100], k=["1", "2", "4", "8", "dynamic
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m spec.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", help="target model reference (default: the embedded SmolLM2-135M-Instruct)")
     parser.add_argument("--draft", nargs="*", help=f"draft model references; {SELF_INT4!r} is the target exported at INT4 "
                         f"(default: {SELF_INT4} for the embedded target, none otherwise; prompt lookup always runs)")
@@ -103,7 +103,9 @@ def _progress(message: str) -> None:
 
 def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> Plan:
     """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
-    from spec.models import EMBEDDED_REF, ModelError, resolve_model
+    from spec.embedded import EMBEDDED_REF
+    from spec.errors import ModelError
+    from spec.resolve import resolve_model
 
     target_ref = args.target or EMBEDDED_REF
     report = lambda message, fraction: _progress(message) if fraction is None else None  # noqa: E731
@@ -241,7 +243,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
     compiled = ours_info.get("compiled", {})
     report = {
         "name": args.name or (f"{_slug(plan.target_label)}-quick" if args.quick else _slug(plan.target_label)),
-        "command": "python -m spec.bench" + "".join(" " + shlex.quote(a) for a in argv),
+        "command": "python -m bench" + "".join(" " + shlex.quote(a) for a in argv),
         "created": dt.datetime.now().isoformat(timespec="seconds"),
         "wall_seconds": time.perf_counter() - started,
         "machine": machine,

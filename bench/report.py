@@ -10,7 +10,7 @@ import re
 import statistics
 from collections import defaultdict
 
-from spec.bench_plan import AR, DRAFT_MODEL, GENAI, LOOKUP, OURS, SPEC, Plan, Setting
+from bench.plan import AR, DRAFT_MODEL, GENAI, LOOKUP, OURS, SPEC, Plan, Setting
 
 DYNAMIC_FLOOR = 0.95  # dynamic K must never fall below this fraction of our autoregressive speed
 LOOKUP_GOAL = 2.0  # prompt lookup vs autoregressive on input-grounded prompts

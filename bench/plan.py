@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spec.bench_workers import Family
+from bench.workers import Family
 
 OPEN, GROUNDED = "open", "grounded"  # prompt-set kinds: answer not in the prompt / answer copies from it
 OURS, GENAI, OPTIMUM = "ours", "openvino-genai", "optimum-intel"

@@ -1,0 +1,148 @@
+"""The conversion cache: each converted model once on disk, never half-written.
+
+One directory per (source, weight format) under `models_dir()`. An entry is built in a temporary
+directory and renamed into place, with its `spec-entry.json` marker written last; an entry whose
+marker is missing or disagrees with its files is rebuilt. A file lock per entry makes concurrent
+requests for the same conversion export it once.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+from typing import Callable, Iterator
+
+from spec import export
+from spec.export import IR_BIN, IR_XML
+from spec.progress import ProgressFn
+
+logger = logging.getLogger(__name__)
+
+MARKER = "spec-entry.json"
+# Bump when the conversion itself changes, so that old cache entries are not reused.
+RECIPE = "optimum-export+nncf-v1"
+
+_verified: dict[Path, tuple[int, int]] = {}  # entry -> marker (mtime_ns, size) already checked here
+
+
+def models_dir() -> Path:
+    """The conversion cache: $SPEC_MODELS_DIR, or models/cache in the repository; created on demand."""
+    default = Path(__file__).resolve().parents[1] / "models" / "cache"
+    path = Path(os.environ.get("SPEC_MODELS_DIR") or default).expanduser()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def convert_cached(
+    ref: str,
+    name: str,
+    fingerprint: dict[str, object],
+    weight_format: str,
+    checkpoint: Callable[[Path], Path],
+    report: ProgressFn,
+) -> Path:
+    """The cache entry converting `checkpoint` to `weight_format`, exported now if missing or corrupt.
+
+    `checkpoint(work_dir)` returns the Transformers checkpoint to export; a source that must be
+    written out first (the GGUF) writes it into `work_dir`, which is deleted afterwards.
+    """
+    cache = models_dir()
+    key = _entry_key(name, fingerprint, weight_format)
+    entry = cache / key
+    if entry_problem(entry) is None:
+        return entry
+    with _exclusive_lock(cache / f".lock-{key}", report, name):
+        problem = entry_problem(entry)
+        if problem is None:  # another process finished it while we waited
+            return entry
+        if entry.exists():
+            logger.warning("Cache entry %s is unusable (%s); rebuilding it.", entry, problem)
+            shutil.rmtree(entry)
+        for leftover in cache.glob(f".tmp-{key}-*"):  # from a process killed mid-export; we hold the lock
+            shutil.rmtree(leftover, ignore_errors=True)
+        scratch = cache / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
+        work_dir = scratch.with_name(scratch.name + "-source")
+        try:
+            scratch.mkdir()
+            source = checkpoint(work_dir)
+            report(f"Converting {name} to OpenVINO {weight_format.upper()}", None)
+            export.export_ir(source, scratch, weight_format, name)
+            _write_marker(scratch, ref, weight_format, fingerprint)
+            os.replace(scratch, entry)
+            _remember_verified(entry)  # OpenVINO just wrote and re-read it: no need to parse it again
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return entry
+
+
+def _entry_key(name: str, fingerprint: dict[str, object], weight_format: str) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")[:64] or "model"
+    identity = json.dumps([RECIPE, weight_format, fingerprint], sort_keys=True)
+    return f"{safe}-{weight_format}-{hashlib.sha256(identity.encode()).hexdigest()[:12]}"
+
+
+@contextlib.contextmanager
+def _exclusive_lock(lock_path: Path, report: ProgressFn, name: str) -> Iterator[None]:
+    # flock is per open file description, so it excludes other threads as well as other processes.
+    with open(lock_path, "a") as lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            report(f"Waiting for another conversion of {name} to finish", None)
+            fcntl.flock(lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+
+def _write_marker(entry: Path, ref: str, weight_format: str, fingerprint: dict[str, object]) -> None:
+    marker = {
+        "ref": ref,
+        "weight_format": weight_format,
+        "recipe": RECIPE,
+        "source": fingerprint,
+        "files": {name: (entry / name).stat().st_size for name in (IR_XML, IR_BIN)},
+    }
+    (entry / MARKER).write_text(json.dumps(marker, indent=1))
+
+
+def entry_problem(entry: Path) -> str | None:
+    """None if `entry` is a complete conversion, else what is wrong with it."""
+    marker_path = entry / MARKER
+    try:
+        stat = marker_path.stat()
+        marker = json.loads(marker_path.read_text())
+        expected = marker["files"]
+    except FileNotFoundError:
+        return "missing" if not entry.exists() else f"no {MARKER}"
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"unreadable {MARKER}: {e}"
+    for name in (IR_XML, IR_BIN):
+        size = (entry / name).stat().st_size if (entry / name).is_file() else None
+        if size != expected.get(name):
+            return f"{name} is {size} bytes, the marker says {expected.get(name)}"
+    if _verified.get(entry) == (stat.st_mtime_ns, stat.st_size):
+        return None
+    try:
+        import openvino as ov
+
+        ov.Core().read_model(str(entry / IR_XML))
+    except Exception as e:  # any failure to parse means the entry cannot be used
+        return f"OpenVINO cannot read it: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    _remember_verified(entry)
+    return None
+
+
+def _remember_verified(entry: Path) -> None:
+    # Keyed by the marker's stat, so a rebuilt entry at the same path is checked afresh.
+    stat = (entry / MARKER).stat()
+    _verified[entry] = (stat.st_mtime_ns, stat.st_size)

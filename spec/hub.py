@@ -1,0 +1,128 @@
+"""The Hugging Face Hub: downloading a model's files (or finding them in the local cache) with
+progress, and asking whether the Hub can be reached at all."""
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+from spec.embedded import EMBEDDED_REF
+from spec.errors import ModelError
+from spec.export import IR_XML
+from spec.progress import ProgressFn
+
+
+def reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hub answers from here (HF_HUB_OFFLINE=1 counts as no)."""
+    from huggingface_hub import constants
+
+    if constants.is_offline_mode():
+        return False
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def download(repo_id: str, report: ProgressFn) -> Path:
+    """Download (or find in the Hugging Face cache) the files of `repo_id` this app needs."""
+    import httpx
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    message = f"Downloading {repo_id}"
+    report(message, None)
+    try:
+        return Path(
+            snapshot_download(
+                repo_id, allow_patterns=_files_to_fetch(repo_id), tqdm_class=_reporting_tqdm(report, message)
+            )
+        )
+    except GatedRepoError as e:
+        raise ModelError(
+            f"{repo_id} is gated: accept its license on https://huggingface.co/{repo_id} and set HF_TOKEN "
+            "to a read token of that account."
+        ) from e
+    except RepositoryNotFoundError as e:
+        raise ModelError(
+            f"The Hub has no model {repo_id} (or it is private): check the spelling, set HF_TOKEN if it is "
+            f"private, or use {EMBEDDED_REF}."
+        ) from e
+    except LocalEntryNotFoundError as e:
+        if constants.is_offline_mode():
+            raise ModelError(
+                f"{repo_id} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it: "
+                f"set HF_HUB_OFFLINE=0 on a machine with network access, or use {EMBEDDED_REF}."
+            ) from e
+        raise ModelError(
+            f"Could not reach the Hugging Face Hub to download {repo_id}, and it is not cached: check the "
+            f"network connection, or use {EMBEDDED_REF}."
+        ) from e
+    except HfHubHTTPError as e:
+        status = e.response.status_code if e.response is not None else None
+        if status in (401, 403):
+            raise ModelError(
+                f"The Hub refused access to {repo_id} (HTTP {status}): set HF_TOKEN to a valid read token "
+                "and accept the model's license on its page."
+            ) from e
+        raise ModelError(f"The Hub failed while downloading {repo_id} (HTTP {status}): try again later.") from e
+    except (httpx.HTTPError, OSError) as e:
+        raise ModelError(
+            f"Downloading {repo_id} failed ({type(e).__name__}): check the network connection and free disk "
+            "space, then try again."
+        ) from e
+
+
+def _files_to_fetch(repo_id: str) -> list[str] | None:
+    """The files of `repo_id` to download, or None (let snapshot_download decide) when the Hub
+    cannot be asked, e.g. offline: the cached snapshot is then used as it is."""
+    from huggingface_hub import HfApi, constants
+
+    if constants.is_offline_mode():
+        return None
+    try:
+        return _pick_files(HfApi().list_repo_files(repo_id))
+    except Exception:  # snapshot_download meets the same problem and reports it properly
+        return None
+
+
+def _pick_files(files: list[str]) -> list[str]:
+    """The top-level files this app uses: the IR if there is one, else one format of weights.
+
+    Repos often carry ONNX, GGUF or Flax copies, or both .bin and .safetensors weights, which
+    would multiply the download.
+    """
+    foreign = (".onnx", ".onnx_data", ".gguf", ".msgpack", ".h5", ".tflite", ".ot", ".pth", ".pt", ".ckpt")
+    files = [f for f in files if "/" not in f and not f.endswith(foreign)]
+    if IR_XML in files:
+        return [f for f in files if not f.endswith((".safetensors", ".bin")) or f.startswith("openvino_")]
+    if any(f.endswith(".safetensors") for f in files):
+        return [f for f in files if not f.endswith(".bin")]
+    return files
+
+
+def _reporting_tqdm(report: ProgressFn, message: str) -> type:
+    """A tqdm class that forwards snapshot_download's byte count to `report` instead of drawing."""
+    from tqdm.auto import tqdm
+
+    class ReportingTqdm(tqdm):
+        def __init__(self, *args, **kwargs):
+            self._counts_bytes = kwargs.get("unit") == "B"  # the other bar counts files
+            self._last_percent = -1
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+
+        def update(self, n: float | None = 1) -> None:
+            if not (self._counts_bytes and n):
+                return
+            self.n += n
+            # huggingface_hub grows `total` as each file starts, so the fraction can step back.
+            fraction = min(self.n / self.total, 1.0) if self.total else None
+            percent = int(fraction * 100) if fraction is not None else None
+            if percent != self._last_percent:  # one call per percent, not per network chunk
+                self._last_percent = percent
+                report(message, fraction)
+
+    return ReportingTqdm

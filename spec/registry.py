@@ -1,0 +1,115 @@
+"""Compiled models, loaded once per process and shared by every session.
+
+A model is keyed by a ModelKey (reference, weight format, precision, device). Each generation opens
+its own KV cache on a shared compiled model (see spec.runtime), so sharing is safe.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from spec.config import ModelKey
+from spec.conversion_cache import models_dir
+from spec.errors import ModelError
+from spec.export import IR_XML
+from spec.progress import ProgressFn
+from spec.resolve import ResolvedModel, resolve_model
+from spec.runtime import CompiledLM, compile_model
+
+
+@dataclass
+class LoadedModel:
+    """A compiled model and its tokenizer, shared by every session; each generation opens its own cache."""
+
+    key: ModelKey
+    resolved: ResolvedModel
+    model: CompiledLM
+    tokenizer: object
+    eos_token_ids: set[int]
+    size_bytes: int  # weights on disk: what the memory budget counts
+    pairs: dict = field(default_factory=dict, repr=False)  # draft ref -> shared vocab size (checked once)
+    memories: dict = field(default_factory=dict, repr=False)  # draft model folder -> PairMemory (dynamic K)
+
+    @property
+    def ref(self) -> str:
+        return self.resolved.ref
+
+    @functools.cached_property
+    def vocab_size(self) -> int:
+        """Ids this model may produce: the tokenizer's vocabulary, never the embedding's padding."""
+        return min(len(self.tokenizer), self.model.vocab_size)  # len() recounts it: ~10 ms, once
+
+
+def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel:
+    """Resolve (download or convert if needed), compile, and load the tokenizer of one model."""
+    from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
+
+    resolved = resolve_model(key.ref, key.weight_format, progress)
+    if progress:
+        progress(f"Compiling {resolved.ref} for {key.device}", None)
+    cache_dir = models_dir() / "compiled"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        model = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir)
+        tokenizer = AutoTokenizer.from_pretrained(resolved.path)
+    except (RuntimeError, OSError, ValueError) as error:
+        raise ModelError(f"Could not load {resolved.ref} from {resolved.path}: {str(error).splitlines()[0]}") from error
+    size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
+    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size)
+
+
+def _eos_token_ids(resolved: ResolvedModel, tokenizer) -> set[int]:
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    generation_config = resolved.path / "generation_config.json"
+    if generation_config.exists():
+        eos = json.loads(generation_config.read_text()).get("eos_token_id")
+        ids.update(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    return ids
+
+
+class ModelRegistry:
+    """Compiled models by ModelKey, loaded once per process.
+
+    Two threads asking for the same key wait for one load. Beyond `budget_bytes` of weights, the least
+    recently used models are dropped, but never the latest two (a pair being loaded); sessions
+    already holding a dropped model keep it until they finish.
+    """
+
+    def __init__(self, budget_bytes: int | None = None):
+        self.budget_bytes = budget_bytes
+        self._models: OrderedDict[ModelKey, LoadedModel] = OrderedDict()
+        self._locks: dict[ModelKey, threading.Lock] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel:
+        with self._lock:
+            if key in self._models:
+                self._models.move_to_end(key)
+                return self._models[key]
+            key_lock = self._locks.setdefault(key, threading.Lock())
+        with key_lock:
+            with self._lock:
+                if key in self._models:
+                    return self._models[key]
+            loaded = load_model(key, progress)
+            with self._lock:
+                self._models[key] = loaded
+                self._evict()
+            return loaded
+
+    def loaded(self) -> list[ModelKey]:
+        with self._lock:
+            return list(self._models)
+
+    def _evict(self) -> None:
+        # The two most recently used models are never dropped: they may be the target and draft of
+        # the pair being loaded right now.
+        if self.budget_bytes is None:
+            return
+        while sum(m.size_bytes for m in self._models.values()) > self.budget_bytes and len(self._models) > 2:
+            del self._models[next(iter(self._models))]

