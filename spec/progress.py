@@ -1,10 +1,102 @@
-"""How long work (downloading, converting, compiling) reports its progress to whoever waits."""
+"""How long work (installing, converting, downloading, compiling) reports its progress.
+
+A ProgressFn gets a one-line message and the fraction done (None when unknown). Long phases say
+roughly how long they have left: from the fraction done so far, or, for work that cannot count
+its steps (an export), from how long such work took when we measured it. A message reads
+"<phase> — <detail>", so a terminal can update one line per phase in place (`phase_of`).
+"""
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+import threading
+import time
+from typing import Callable, Iterator
 
 ProgressFn = Callable[[str, float | None], None]  # (message, fraction 0..1 or None when unknown)
+
+SEPARATOR = " — "
 
 
 def ignore(message: str, fraction: float | None) -> None:
     """A ProgressFn for callers that do not show progress."""
+
+
+def phase_of(message: str) -> str:
+    """The phase a message belongs to: the text before its detail."""
+    return message.split(SEPARATOR, 1)[0]
+
+
+def duration(seconds: float) -> str:
+    """A rough, readable duration: "40 s", "3 min", "1 h 5 min"."""
+    if seconds < 60:
+        return f"{max(5, round(seconds / 5) * 5):.0f} s"
+    if seconds < 3600:
+        return f"{round(seconds / 60):.0f} min"
+    return f"{seconds // 3600:.0f} h {round(seconds % 3600 / 60):.0f} min"
+
+
+class Phase:
+    """One phase of long work: reports "<title> — <percent>, about <time> left" as it goes.
+
+    `update(fraction)` reports progress the work can count; a ticker re-reports every
+    `tick_seconds` so that a phase that cannot count (an export) still shows time passing, its time
+    left estimated from `expected_seconds`.
+    """
+
+    def __init__(self, report: ProgressFn, title: str, expected_seconds: float | None = None, tick_seconds: float = 2.0):
+        self.report, self.title, self.expected = report, title, expected_seconds
+        self.tick_seconds = tick_seconds
+        self.fraction: float | None = None
+        self.detail = ""
+        self.started = time.monotonic()
+        self._done = threading.Event()
+
+    def update(self, fraction: float | None = None, detail: str = "") -> None:
+        self.fraction = fraction if fraction is None else min(max(fraction, 0.0), 1.0)
+        self.detail = detail
+        self._send()
+
+    def message(self) -> str:
+        elapsed = time.monotonic() - self.started
+        parts = [self.detail] if self.detail else []
+        if self.fraction is not None:
+            parts.append(f"{self.fraction:.0%}")
+        left = self._seconds_left(elapsed)
+        if left is not None:
+            parts.append(f"about {duration(left)} left")
+        elif self.expected is not None:
+            parts.append(f"taking longer than the {duration(self.expected)} expected")
+        return self.title + (SEPARATOR + ", ".join(parts) if parts else "")
+
+    def _seconds_left(self, elapsed: float) -> float | None:
+        if self.fraction and self.fraction > 0.05 and elapsed > 3:  # enough progress to extrapolate from
+            return elapsed * (1 - self.fraction) / self.fraction
+        if self.expected is not None and elapsed < self.expected:
+            return self.expected - elapsed
+        return None
+
+    def _send(self) -> None:
+        self.report(self.message(), self.fraction)
+
+    def _tick(self) -> None:
+        while not self._done.wait(self.tick_seconds):
+            self._send()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator["Phase"]:
+        """Report the start, tick while the body runs, report the end."""
+        self._send()
+        ticker = threading.Thread(target=self._tick, name=f"progress: {self.title}", daemon=True)
+        ticker.start()
+        try:
+            yield self
+        finally:
+            self._done.set()
+            ticker.join()
+        elapsed = time.monotonic() - self.started
+        self.report(f"{self.title}{SEPARATOR}done in {duration(elapsed)}", 1.0)
+
+
+def phase(report: ProgressFn, title: str, expected_seconds: float | None = None, tick_seconds: float = 2.0):
+    """`with phase(report, "Exporting X", 120) as p: ...` — a Phase that runs for the block."""
+    return Phase(report, title, expected_seconds, tick_seconds).running()
