@@ -19,9 +19,12 @@ import gradio as gr
 
 import render
 from spec import hub
+from spec import library_output
 from spec.config import DRAFT_MODEL, F32, PROMPT_LOOKUP, GenerationConfig, ModelKey
+from spec.embedded import QUICK_REF
 from spec.errors import ModelError
 from spec.presets import CUSTOM, PRESETS, Preset
+from spec.progress import TerminalProgress
 from spec.race import RACING, race as run_race, warm_up
 from spec.registry import ModelRegistry
 from spec.sessions import Sessions
@@ -67,6 +70,8 @@ if _TARGET:
     )
 PRESET_BY_LABEL = {preset.label: preset for preset in PRESETS}
 DEFAULT_PRESET = PRESETS[0]
+# While the default pair is prepared for its first use (minutes), the page races on this one.
+QUICK_PRESET = next((p for p in PRESETS if p.target == QUICK_REF), DEFAULT_PRESET)
 
 registry = ModelRegistry(budget_bytes=int(MEMORY_BUDGET_GB * 2**30))  # one for every visitor: models load once
 sessions = Sessions()
@@ -198,6 +203,31 @@ def check_hub() -> bool:
     return reachable
 
 
+def _keys(pair: Preset) -> list[ModelKey]:
+    return [ModelKey(ref, pair.weight_format, pair.precision, DEVICE) for ref in (pair.target, pair.draft) if ref]
+
+
+def _preparing_default() -> bool:
+    """Whether the default pair is being prepared (installed, converted or compiled) right now."""
+    return any(registry.progress(key) is not None for key in _keys(DEFAULT_PRESET))
+
+
+def first_preset():
+    """On page load: the default pair, or the quick one while the default is still being prepared."""
+    return choose_preset(QUICK_PRESET.label if _preparing_default() else DEFAULT_PRESET.label, select=True)
+
+
+def preparation_status(chosen: str):
+    """A line above the prompt while the default pair is prepared, saying where it stands; once it
+    is ready, a pointer to it for a visitor still on the quick pair. The timer stops then."""
+    progress = [registry.progress(key) for key in _keys(DEFAULT_PRESET)]
+    latest = next((p for p in progress if p is not None), None)
+    if latest is not None:
+        return gr.HTML(render.preparing(DEFAULT_PRESET.label, latest[0], QUICK_PRESET.label), visible=True), gr.Timer(active=True)
+    ready = set(_keys(DEFAULT_PRESET)) <= set(registry.loaded())
+    return gr.HTML(render.prepared(DEFAULT_PRESET.label), visible=ready and chosen == QUICK_PRESET.label), gr.Timer(active=False)
+
+
 def hub_notice():
     """On page load: say plainly when the Hub presets cannot work here, and why."""
     reachable = _hub["reachable"] if _hub["reachable"] is not None else check_hub()
@@ -211,18 +241,20 @@ def hub_notice():
     )
 
 
-def choose_preset(label: str):
-    """Show the pair's notes, its drafters and (for a custom pair) the two model boxes."""
+def choose_preset(label: str, select: bool = False):
+    """Show the pair's notes, its drafters and (for a custom pair) the two model boxes; with
+    `select`, also make it the dropdown's choice."""
     pair = PRESET_BY_LABEL.get(label, DEFAULT_PRESET)
     notes = pair.notes
     if (pair.needs_hub or pair.label == CUSTOM) and _hub["reachable"] is False:
         notes += ("\n\n⚠️ The Hugging Face Hub is unreachable from this server, so models that are not "
                   "cached here cannot be downloaded. The embedded model and local folders work offline.")
-    return (
+    outputs = (
         gr.Radio(choices=[c for c in DRAFTER_CHOICES if c[1] in pair.drafters], value=pair.drafters[0]),
         gr.Row(visible=pair.label == CUSTOM),
         notes,
     )
+    return (gr.Dropdown(value=pair.label), *outputs) if select else outputs
 
 
 # --- Layout -----------------------------------------------------------------------------------
@@ -237,6 +269,7 @@ LAUNCH_OPTIONS = dict(css=(Path(__file__).parent / "app.css").read_text(), theme
 with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown(DESCRIPTION)
     offline_notice = gr.Markdown(visible=False, elem_id="hub-notice")
+    preparing = gr.HTML(visible=False, elem_id="preparing")
     with gr.Row(equal_height=False):
         prompt = gr.Textbox(
             label="Prompt", lines=5, max_lines=14, elem_id="prompt", scale=5,
@@ -300,22 +333,31 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     cancel_queued.click(None, None, None, queue=False, cancels=[race_event], api_visibility="private")
     preset.change(choose_preset, preset, [drafter, custom_row, preset_notes], queue=False, api_visibility="private")
     demo.load(hub_notice, None, offline_notice, queue=False, api_visibility="private")
+    timer = gr.Timer(2.0)
+    demo.load(first_preset, None, [preset, drafter, custom_row, preset_notes], queue=False, api_visibility="private").then(
+        preparation_status, preset, [preparing, timer], queue=False, api_visibility="private"
+    )
+    timer.tick(preparation_status, preset, [preparing, timer], queue=False, api_visibility="private")
 
 demo.queue(default_concurrency_limit=CONCURRENCY, max_size=MAX_QUEUE)
 
 
 def _preload() -> None:
-    """Load the default pair and ask whether the Hub answers, so the first visitor does not wait."""
+    """Ask whether the Hub answers, then load the quick pair and the default one (preparing it on
+    first use, minutes), so visitors do not wait; progress goes to the terminal, one line a phase."""
     check_hub()
     if not PRELOAD:
         return
-    for ref in (DEFAULT_PRESET.target, DEFAULT_PRESET.draft):
-        if ref:
+    show = TerminalProgress(library_output.terminal(), "[app] ")
+    for pair in dict.fromkeys((QUICK_PRESET, DEFAULT_PRESET)):
+        for key in _keys(pair):
             try:
-                warm_up(registry.get(ModelKey(ref, DEFAULT_PRESET.weight_format, DEFAULT_PRESET.precision, DEVICE)))
-                log.info("Preloaded %s", ref)
+                warm_up(registry.get(key, show))
+                show.close()
+                log.info("Ready: %s", key.ref)
             except Exception as error:  # the first race reports it properly
-                log.warning("Could not preload %s: %s", ref, str(error).splitlines()[0] if str(error) else type(error).__name__)
+                show.close()
+                log.warning("Could not load %s: %s", key.ref, str(error).splitlines()[0] if str(error) else type(error).__name__)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -324,7 +366,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=PORT, help=f"port (default {PORT}; env SPEC_PORT)")
     parser.add_argument("--share", action="store_true", help="also serve on a public gradio.live link")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # The server's log goes to the terminal even while a conversion captures what libraries print.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=library_output.terminal())
     threading.Thread(target=_preload, name="preload", daemon=True).start()
     demo.launch(server_name=args.host, server_port=args.port, share=args.share, **LAUNCH_OPTIONS)
 

@@ -134,3 +134,13 @@ def failure(message: str) -> tuple[str, str, str, str, str]:
     """The outputs after a race failed: the message stays on the page under the panes."""
     blank = pane(None, "No output.")
     return blank, blank, stats(None, False), stats(None, True), summary(html.escape(message), "error")
+
+
+def preparing(label: str, message: str, instead: str) -> str:
+    """The line above the prompt while the default pair is prepared for its first use."""
+    return (f'<div class="preparing">⏳ <b>{html.escape(label)}</b> is being prepared on this server for its first '
+            f'use (a few minutes, once): {html.escape(message)}. Until then, races run on {html.escape(instead)}.</div>')
+
+
+def prepared(label: str) -> str:
+    return f'<div class="preparing done">✓ <b>{html.escape(label)}</b> is ready: pick it under <i>Model pair</i>.</div>'

@@ -103,11 +103,11 @@ def _progress(message: str) -> None:
 
 def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> Plan:
     """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
-    from spec.embedded import EMBEDDED_REF
+    from spec.embedded import QUICK_REF
     from spec.errors import ModelError
     from spec.resolve import resolve_model
 
-    target_ref = args.target or EMBEDDED_REF
+    target_ref = args.target or QUICK_REF
     report = lambda message, fraction: _progress(message) if fraction is None else None  # noqa: E731
     try:
         target = resolve_model(target_ref, args.weight_format, report)

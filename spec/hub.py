@@ -6,10 +6,10 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from spec.embedded import EMBEDDED_REF
+from spec.embedded import DEFAULT_REF
 from spec.errors import ModelError
 from spec.export import IR_XML
-from spec.progress import ProgressFn
+from spec.progress import Phase, ProgressFn, phase
 
 
 def reachable(timeout: float = 3.0) -> bool:
@@ -32,14 +32,11 @@ def download(repo_id: str, report: ProgressFn) -> Path:
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
-    message = f"Downloading {repo_id}"
-    report(message, None)
     try:
-        return Path(
-            snapshot_download(
-                repo_id, allow_patterns=_files_to_fetch(repo_id), tqdm_class=_reporting_tqdm(report, message)
+        with phase(report, f"Downloading {repo_id}") as progress:
+            return Path(
+                snapshot_download(repo_id, allow_patterns=_files_to_fetch(repo_id), tqdm_class=_reporting_tqdm(progress))
             )
-        )
     except GatedRepoError as e:
         raise ModelError(
             f"{repo_id} is gated: accept its license on https://huggingface.co/{repo_id} and set HF_TOKEN "
@@ -48,17 +45,17 @@ def download(repo_id: str, report: ProgressFn) -> Path:
     except RepositoryNotFoundError as e:
         raise ModelError(
             f"The Hub has no model {repo_id} (or it is private): check the spelling, set HF_TOKEN if it is "
-            f"private, or use {EMBEDDED_REF}."
+            f"private, or use {DEFAULT_REF}."
         ) from e
     except LocalEntryNotFoundError as e:
         if constants.is_offline_mode():
             raise ModelError(
                 f"{repo_id} is not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it: "
-                f"set HF_HUB_OFFLINE=0 on a machine with network access, or use {EMBEDDED_REF}."
+                f"set HF_HUB_OFFLINE=0 on a machine with network access, or use {DEFAULT_REF}."
             ) from e
         raise ModelError(
             f"Could not reach the Hugging Face Hub to download {repo_id}, and it is not cached: check the "
-            f"network connection, or use {EMBEDDED_REF}."
+            f"network connection, or use {DEFAULT_REF}."
         ) from e
     except HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else None
@@ -103,8 +100,8 @@ def _pick_files(files: list[str]) -> list[str]:
     return files
 
 
-def _reporting_tqdm(report: ProgressFn, message: str) -> type:
-    """A tqdm class that forwards snapshot_download's byte count to `report` instead of drawing."""
+def _reporting_tqdm(progress: Phase) -> type:
+    """A tqdm class that forwards snapshot_download's byte count to `progress` instead of drawing."""
     from tqdm.auto import tqdm
 
     class ReportingTqdm(tqdm):
@@ -123,6 +120,6 @@ def _reporting_tqdm(report: ProgressFn, message: str) -> type:
             percent = int(fraction * 100) if fraction is not None else None
             if percent != self._last_percent:  # one call per percent, not per network chunk
                 self._last_percent = percent
-                report(message, fraction)
+                progress.update(fraction)
 
     return ReportingTqdm

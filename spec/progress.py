@@ -28,7 +28,7 @@ def phase_of(message: str) -> str:
 
 def duration(seconds: float) -> str:
     """A rough, readable duration: "40 s", "3 min", "1 h 5 min"."""
-    if seconds < 60:
+    if seconds < 100:
         return f"{max(5, round(seconds / 5) * 5):.0f} s"
     if seconds < 3600:
         return f"{round(seconds / 60):.0f} min"
@@ -100,3 +100,40 @@ class Phase:
 def phase(report: ProgressFn, title: str, expected_seconds: float | None = None, tick_seconds: float = 2.0):
     """`with phase(report, "Exporting X", 120) as p: ...` — a Phase that runs for the block."""
     return Phase(report, title, expected_seconds, tick_seconds).running()
+
+
+class TerminalProgress:
+    """A ProgressFn for a terminal: one line per phase, updated in place.
+
+    On a TTY each phase's line is rewritten as it progresses and ends when the next phase begins;
+    elsewhere (a log file, CI) only a phase's first and last messages are written.
+    """
+
+    def __init__(self, stream, prefix: str = ""):
+        self.stream, self.prefix = stream, prefix
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self._phase: str | None = None
+        self._last = ""
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str, fraction: float | None) -> None:
+        with self._lock:
+            line = self.prefix + message
+            new_phase = phase_of(message) != self._phase
+            if self.tty:
+                if new_phase and self._phase is not None:
+                    self.stream.write("\n")
+                self.stream.write("\r\033[K" + line)  # carriage return, clear the line, write it again
+            elif new_phase or message.endswith(" done") or SEPARATOR + "done in" in message:
+                if line != self._last:
+                    self.stream.write(line + "\n")
+            self._phase, self._last = phase_of(message), line
+            self.stream.flush()
+
+    def close(self) -> None:
+        """End the current line (on a TTY the last phase's line is still open)."""
+        with self._lock:
+            if self.tty and self._phase is not None:
+                self.stream.write("\n")
+                self.stream.flush()
+            self._phase = None

@@ -15,7 +15,7 @@ from spec.config import ModelKey
 from spec.conversion_cache import models_dir
 from spec.errors import ModelError
 from spec.export import IR_XML
-from spec.progress import ProgressFn
+from spec.progress import ProgressFn, ignore, phase
 from spec.resolve import ResolvedModel, resolve_model
 from spec.runtime import CompiledLM, compile_model
 
@@ -48,12 +48,11 @@ def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
 
     resolved = resolve_model(key.ref, key.weight_format, progress)
-    if progress:
-        progress(f"Compiling {resolved.ref} for {key.device}", None)
     cache_dir = models_dir() / "compiled"
     cache_dir.mkdir(parents=True, exist_ok=True)
     try:
-        model = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir)
+        with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
+            model = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir)
         tokenizer = AutoTokenizer.from_pretrained(resolved.path)
     except (RuntimeError, OSError, ValueError) as error:
         raise ModelError(f"Could not load {resolved.ref} from {resolved.path}: {str(error).splitlines()[0]}") from error
@@ -77,13 +76,16 @@ class ModelRegistry:
 
     Two threads asking for the same key wait for one load. Beyond `budget_bytes` of weights, the least
     recently used models are dropped, but never the latest two (a pair being loaded); sessions
-    already holding a dropped model keep it until they finish.
+    already holding a dropped model keep it until they finish. Everyone waiting for a load sees its
+    progress, not only the caller who started it (a model can take minutes to prepare).
     """
 
     def __init__(self, budget_bytes: int | None = None):
         self.budget_bytes = budget_bytes
         self._models: OrderedDict[ModelKey, LoadedModel] = OrderedDict()
         self._locks: dict[ModelKey, threading.Lock] = {}
+        self._watchers: dict[ModelKey, list[ProgressFn]] = {}  # who waits for each load in progress
+        self._latest: dict[ModelKey, tuple[str, float | None]] = {}  # each load's latest progress
         self._lock = threading.Lock()
 
     def get(self, key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel:
@@ -92,15 +94,41 @@ class ModelRegistry:
                 self._models.move_to_end(key)
                 return self._models[key]
             key_lock = self._locks.setdefault(key, threading.Lock())
-        with key_lock:
+            if progress is not None:
+                self._watchers.setdefault(key, []).append(progress)
+                latest = self._latest.get(key)
+        if progress is not None and latest is not None:
+            progress(*latest)  # a load already under way: where it stands
+        try:
+            with key_lock:
+                with self._lock:
+                    if key in self._models:
+                        return self._models[key]
+                try:
+                    loaded = load_model(key, lambda message, fraction: self._broadcast(key, message, fraction))
+                finally:
+                    with self._lock:
+                        self._latest.pop(key, None)
+                with self._lock:
+                    self._models[key] = loaded
+                    self._evict()
+                return loaded
+        finally:
             with self._lock:
-                if key in self._models:
-                    return self._models[key]
-            loaded = load_model(key, progress)
-            with self._lock:
-                self._models[key] = loaded
-                self._evict()
-            return loaded
+                if progress is not None:
+                    self._watchers[key].remove(progress)
+
+    def progress(self, key: ModelKey) -> tuple[str, float | None] | None:
+        """The latest progress of a load under way, or None."""
+        with self._lock:
+            return self._latest.get(key)
+
+    def _broadcast(self, key: ModelKey, message: str, fraction: float | None) -> None:
+        with self._lock:
+            self._latest[key] = (message, fraction)
+            watchers = list(self._watchers.get(key, ()))
+        for watcher in watchers:
+            watcher(message, fraction)
 
     def loaded(self) -> list[ModelKey]:
         with self._lock:

