@@ -27,9 +27,8 @@ def autoregressive(
     generation.resume()
     cache.reset()
     token, _ = decode_one_token(cache, generation.prompt_ids, sampler)  # prefill
+    generation.stats.target_calls += 1
     while True:
-        generation.stats.target_calls += 1
-        generation.stats.plain_steps += 1
         step = generation.emit([token], [TARGET])
         yield step
         generation.resume()
@@ -41,3 +40,5 @@ def autoregressive(
         started = time.perf_counter()
         token, _ = decode_one_token(cache, [token], sampler)
         generation.stats.target_seconds += time.perf_counter() - started
+        generation.stats.target_calls += 1
+        generation.stats.plain_steps += 1

@@ -13,8 +13,9 @@ class Stats:
     target_calls: int = 0  # target forward passes, prefill included (each may verify several tokens)
     drafted: int = 0  # draft tokens proposed
     accepted: int = 0  # draft tokens the target kept
-    plain_steps: int = 0  # target calls made without a draft (dynamic K fell back, or no proposal)
+    plain_steps: int = 0  # one-token target calls after the prefill (all of autoregressive decoding; dynamic K's fallback)
     target_seconds: float = 0.0  # time spent in target calls (prefill excluded)
+    verify_seconds: float = 0.0  # of which in verify calls (K+1 tokens each)
     draft_seconds: float = 0.0  # time spent drafting
     accepted_histogram: list[int] = field(default_factory=list)  # [n] = target calls that kept n draft tokens
     stop_reason: str | None = None  # "eos", "stop_string", "max_new_tokens", "cancelled"
@@ -30,6 +31,20 @@ class Stats:
     @property
     def tokens_per_target_call(self) -> float:
         return self.new_tokens / self.target_calls if self.target_calls else 0.0
+
+    @property
+    def verify_calls(self) -> int:
+        return sum(self.accepted_histogram)
+
+    @property
+    def step_seconds(self) -> float | None:
+        """Mean time of a one-token target call, or None before one was made."""
+        return (self.target_seconds - self.verify_seconds) / self.plain_steps if self.plain_steps else None
+
+    @property
+    def verify_call_seconds(self) -> float | None:
+        """Mean time of a verify call, or None before one was made."""
+        return self.verify_seconds / self.verify_calls if self.verify_calls else None
 
     def record_round(self, accepted: int) -> None:
         if len(self.accepted_histogram) <= accepted:

@@ -91,6 +91,7 @@ def speculative(
         accepted, next_token = speculative_accept(p, q, drafts, sampler.rng)
         verify_seconds = time.perf_counter() - started
         stats.target_seconds += verify_seconds
+        stats.verify_seconds += verify_seconds
 
         # 4. Roll back both caches to the accepted length.
         target.trim(target.length - (k - accepted))

@@ -68,6 +68,11 @@ def test_provenance_and_stats_add_up(tiny_pairs):
     assert stats.new_tokens == len(tokens) and stats.stop_reason == "max_new_tokens"
     assert sum(n * count for n, count in enumerate(stats.accepted_histogram)) == stats.accepted
     assert 0 < stats.ttft_seconds <= stats.seconds and stats.tokens_per_second > 0
+    assert stats.verify_calls == stats.target_calls - stats.plain_steps - 1  # the prefill is neither
+    assert 0 < stats.verify_seconds <= stats.target_seconds and stats.verify_call_seconds > 0
+    _, _, plain = run(PROMPTS[0], target, "autoregressive")
+    assert plain[-1].stats.plain_steps == plain[-1].stats.target_calls - 1 and plain[-1].stats.step_seconds > 0
+    assert plain[-1].stats.verify_call_seconds is None
 
 
 @pytest.mark.parametrize("drafted", [2, 1], ids=["draft-fills-the-width", "free-guess-fills-the-width"])
