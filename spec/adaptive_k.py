@@ -18,6 +18,11 @@ at every prompt. Prompt lookup starts afresh each time: its payoff depends on th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from spec.drafters import find_match
 
 _DECAY = 0.7  # weight kept by older rounds in the running estimates
 # Plain steps before probing again, doubling while probes confirm that drafting does not pay. A
@@ -42,6 +47,11 @@ def predicted_speedup(alpha: float, n: int, draft_cost: float, verify_cost: floa
     steps (v; Leviathan et al. take it as 1).
     """
     return expected_tokens(alpha, n) / (n * draft_cost + verify_cost)
+
+
+class Round(NamedTuple):
+    k: int  # drafts the verify call checks (its width is k + 1); 0: a plain one-token step instead
+    draft_length: int  # of which the drafter makes; free guesses fill the rest
 
 
 @dataclass
@@ -115,6 +125,11 @@ class DynamicK:
             return 0
         return min(self.draft_length, self.best_draft_length()[0])
 
+    def next_round(self, context) -> Round:
+        """The next round: K drafts, of which the drafter makes the draft length; or a plain step."""
+        n = self.next_draft_length()
+        return Round(self.k, n) if n > 0 else Round(0, 0)
+
     def observe_prefill(self) -> None:
         """The prompt went through the target: the next call changes width."""
         self._last_width = None
@@ -156,3 +171,107 @@ class DynamicK:
         else:
             m.plain_left = m.pause
             m.pause = min(2 * m.pause, _MAX_PAUSE)
+
+
+# Prompt lookup's acceptance per draft, before a generation has shown its own: by the length of the
+# n-gram the lookup matched (measured on SmolLM2: 1-gram 51%, 2-gram 68%, 3-gram 82-87%), and for
+# guesses without any match (the last token repeated), which are seldom right.
+_PRIOR_LOOKUP_ALPHA = {0: 0.1, 1: 0.5, 2: 0.68, 3: 0.85}
+_PRIOR_WEIGHT = 2.0  # the prior counts as this many rounds
+_PRIOR_WIDTH_SLOPE = 0.05  # an unmeasured width w is taken to cost (1 + slope (w - 1)) plain steps
+_PRIOR_SWITCH = 0.25  # and a call right after one of another width this many steps more
+
+
+class LookupK:
+    """Dynamic K for prompt lookup, which costs nothing to draft: each round, the K whose verify call
+    yields most tokens per second, decided from the lookup itself.
+
+    What a round will keep depends on whether the context's last n-gram occurred before, and how
+    long that n-gram is: a 3-gram match in code being edited is usually copied on for many tokens,
+    no match at all almost never. So acceptance is estimated per match length (decayed over this
+    generation's rounds), not as one average that collapses where the answer first writes something
+    new and then misses the long copy that follows. Costs are measured per verify width, plus the
+    extra a call pays right after one of another width (OpenVINO re-prepares the model), so K widens
+    only when a long copy pays for it and a round without a match takes a plain step only when that
+    is cheaper than verifying guesses.
+    """
+
+    def __init__(self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None):
+        self.k = k  # the K asked for: where the schedule starts
+        self.choices = choices or tuple(sorted({c for c in (1, 2, 4, 8, 16) if c <= max(2 * k, 1)} | {k}))
+        self.max_ngram = max_ngram
+        # Decayed counts of kept drafts and of rejections, per match length (0: no match).
+        self.kept = {n: _PRIOR_WEIGHT * a for n, a in _PRIOR_LOOKUP_ALPHA.items()}
+        self.rejected = {n: _PRIOR_WEIGHT * (1 - a) for n, a in _PRIOR_LOOKUP_ALPHA.items()}
+        self.seconds: dict[int, float] = {}  # width -> decayed seconds of a call at a steady width
+        self.switch: float | None = None  # seconds a call pays extra right after one of another width
+        self._last_width: int | None = None
+        self._plan = Round(k, k)
+        self._match: tuple[int, int] = (0, 0)  # (n-gram length, tokens available) the round was planned on
+
+    def alpha(self, ngram: int) -> float:
+        return self.kept[ngram] / (self.kept[ngram] + self.rejected[ngram])
+
+    def expected_tokens(self, k: int, ngram: int, available: int) -> float:
+        """Tokens a round of k drafts yields: the first `available` come from the match, the rest are guesses."""
+        total, survive = 1.0, 1.0
+        for i in range(k):
+            survive *= self.alpha(ngram if i < available else 0)
+            total += survive
+        return total
+
+    def cost(self, width: int) -> float:
+        """Seconds a call of this width takes now, counting the switch when the width changes."""
+        seconds = self._steady(width)
+        if self._last_width is not None and width != self._last_width:
+            seconds += self.switch if self.switch is not None else _PRIOR_SWITCH * self._steady(1)
+        return seconds
+
+    def _steady(self, width: int) -> float:
+        if width in self.seconds:
+            return self.seconds[width]
+        if not self.seconds:  # in steps: only ratios matter before anything is measured
+            return 1 + _PRIOR_WIDTH_SLOPE * (width - 1)
+        near = min(self.seconds, key=lambda w: abs(w - width))  # scaled by the prior slope
+        return self.seconds[near] * (1 + _PRIOR_WIDTH_SLOPE * (width - 1)) / (1 + _PRIOR_WIDTH_SLOPE * (near - 1))
+
+    def next_round(self, context) -> Round:
+        match = find_match(np.asarray(context, dtype=np.int64), self.max_ngram)
+        ngram, available = (match.ngram, match.available) if match else (0, 0)
+        self._match = (ngram, available)
+        if self._last_width is None and not self.seconds:
+            k = self.k  # nothing measured yet: the K asked for
+        else:
+            rates = {k: self.expected_tokens(k, ngram, available) / self.cost(k + 1) for k in self.choices}
+            rates[0] = 1.0 / self.cost(1)
+            k = max(rates, key=rates.get)
+        self._plan = Round(k, k)
+        return self._plan
+
+    def observe_prefill(self) -> None:
+        self._last_width = None
+
+    def observe_plain(self, seconds: float) -> None:
+        self._observe_call(1, seconds)
+
+    def observe_round(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
+        """Learn from the round just planned: the lookup made `drafted` of its k drafts, `accepted` were kept."""
+        plan, (ngram, available) = self._plan, self._match
+        from_match = min(drafted, available, plan.k)
+        self._count(ngram, min(accepted, from_match), accepted < from_match)
+        if accepted >= from_match and plan.k > from_match:  # the guesses after the match were tried too
+            self._count(0, accepted - from_match, accepted < plan.k)
+        self._observe_call(plan.k + 1, verify_seconds)
+
+    def _count(self, ngram: int, kept: int, rejected: bool) -> None:
+        self.kept[ngram] = _DECAY * self.kept[ngram] + kept
+        self.rejected[ngram] = _DECAY * self.rejected[ngram] + rejected
+
+    def _observe_call(self, width: int, seconds: float) -> None:
+        if self._last_width == width:
+            old = self.seconds.get(width)
+            self.seconds[width] = seconds if old is None else _DECAY * old + (1 - _DECAY) * seconds
+        elif self._last_width is not None and width in self.seconds:
+            extra = max(0.0, seconds - self.seconds[width])
+            self.switch = extra if self.switch is None else _DECAY * self.switch + (1 - _DECAY) * extra
+        self._last_width = width

@@ -98,16 +98,29 @@ class PromptLookupDrafter:
         pass  # stateless: it reads the context afresh every round
 
 
-def prompt_lookup(context: np.ndarray, n: int, max_ngram_size: int = 3, min_ngram_size: int = 1) -> np.ndarray:
-    """Up to n tokens that followed the latest earlier occurrence of the longest matching suffix n-gram."""
+class Match(NamedTuple):
+    ngram: int  # length of the context's suffix found earlier in it (longer: more likely copied on)
+    start: int  # where what followed that earlier occurrence begins
+    available: int  # how many tokens follow it, up to the end of the context
+
+
+def find_match(context: np.ndarray, max_ngram_size: int = 3, min_ngram_size: int = 1) -> Match | None:
+    """The latest earlier occurrence of the longest suffix n-gram that has something after it."""
     for size in range(min(max_ngram_size, len(context) - 1), min_ngram_size - 1, -1):
         windows = np.lib.stride_tricks.sliding_window_view(context[:-1], size)
         matches = np.flatnonzero((windows == context[-size:]).all(axis=1))
         for start in matches[::-1]:
-            follow = context[start + size : start + size + n]
-            if len(follow):
-                return follow.copy()
-    return np.empty(0, dtype=np.int64)
+            if start + size < len(context):
+                return Match(size, int(start + size), int(len(context) - start - size))
+    return None
+
+
+def prompt_lookup(context: np.ndarray, n: int, max_ngram_size: int = 3, min_ngram_size: int = 1) -> np.ndarray:
+    """Up to n tokens that followed the latest earlier occurrence of the longest matching suffix n-gram."""
+    match = find_match(context, max_ngram_size, min_ngram_size)
+    if match is None:
+        return np.empty(0, dtype=np.int64)
+    return context[match.start : match.start + n].copy()
 
 
 def pad_draft(context: Sequence[int], draft: np.ndarray, k: int, max_ngram_size: int = 3) -> np.ndarray:

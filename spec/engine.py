@@ -11,8 +11,17 @@ import numpy as np
 
 from spec.adaptive_k import PairMemory
 from spec.autoregressive import autoregressive
-from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, DRAFTERS, MODES, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
-from spec.drafters import DraftModelDrafter, Drafter, PromptLookupDrafter
+from spec.config import (
+    AUTOREGRESSIVE,
+    DRAFT_MODEL,
+    DRAFTERS,
+    MODES,
+    PROMPT_LOOKUP,
+    SPECULATIVE,
+    GenerationConfig,
+)
+from spec.cross_tokenizer import CrossTokenizerDrafter
+from spec.drafters import Drafter, DraftModelDrafter, PromptLookupDrafter
 from spec.generation import Generation, Step
 from spec.registry import LoadedModel
 from spec.sampling import Sampler
@@ -30,8 +39,10 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> list[int]:
     return tokenizer(prompt)["input_ids"]
 
 
-def make_drafter(kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng) -> Drafter:
-    """The drafter for a speculative run; checks a draft model shares the target's vocabulary."""
+def make_drafter(kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng, prompt: str = "") -> Drafter:
+    """The drafter for a speculative run: a draft model sharing the target's vocabulary drafts its
+    tokens; one with another vocabulary drafts text, re-encoded for the target (`prompt` is then
+    encoded for it too)."""
     if kind == PROMPT_LOOKUP:
         return PromptLookupDrafter(config.prompt_lookup_max_ngram)
     if kind != DRAFT_MODEL:
@@ -39,8 +50,16 @@ def make_drafter(kind: str, target: LoadedModel, draft: LoadedModel | None, conf
     if draft is None:
         raise ValueError("the draft-model drafter needs a draft model: give one, or use prompt lookup")
     if draft.ref not in target.pairs:
-        target.pairs[draft.ref] = shared_vocab_size(target.ref, target.tokenizer, draft.ref, draft.tokenizer)
-    vocab = min(target.vocab_size, draft.vocab_size, target.pairs[draft.ref])
+        target.pairs[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
+    shared = target.pairs[draft.ref]
+    if shared is None:
+        draft_prompt = encode_prompt(draft.tokenizer, prompt, config.chat)
+        target_prompt_length = len(encode_prompt(target.tokenizer, prompt, config.chat))
+        return CrossTokenizerDrafter(
+            draft.model.new_cache(), draft.tokenizer, target.tokenizer, draft_prompt, target_prompt_length,
+            draft.eos_token_ids, draft.vocab_size,
+        )
+    vocab = min(target.vocab_size, draft.vocab_size, shared)
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
     return DraftModelDrafter(draft.model.new_cache(), sampler)
 
@@ -62,7 +81,7 @@ def generate(
     rng = np.random.default_rng(config.seed)
     vocab = target.vocab_size
     if mode == SPECULATIVE:
-        chosen = make_drafter(drafter, target, draft, config, rng)
+        chosen = make_drafter(drafter, target, draft, config, rng, prompt)
         if isinstance(chosen, DraftModelDrafter):
             vocab = chosen.sampler.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
@@ -73,7 +92,7 @@ def generate(
     # A draft model's cost is a property of the pair: what dynamic K learned carries over to the
     # pair's next generation. Prompt lookup's payoff depends on the prompt, so it starts afresh.
     memory, caches = None, [cache]
-    if isinstance(chosen, DraftModelDrafter):
+    if isinstance(chosen, (DraftModelDrafter, CrossTokenizerDrafter)):
         memory = target.memories.setdefault(str(draft.resolved.path), PairMemory())
         caches.append(chosen.cache)
     steps = speculative(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from spec.acceptance import speculative_accept
-from spec.adaptive_k import DynamicK, PairMemory
+from spec.adaptive_k import DynamicK, LookupK, PairMemory
 from spec.autoregressive import decode_one_token
 from spec.drafters import Drafter, pad_draft
 from spec.generation import ACCEPTED, BONUS, CORRECTION, TARGET, Generation, Step
@@ -41,12 +41,15 @@ def speculative(
 ) -> Iterator[Step]:
     """Yields a Step per target call until the generation stops.
 
-    k: K, the drafts each verify call checks. dynamic_k: let DynamicK choose how many of them the
-    drafter makes (and take plain steps when drafting does not pay). memory: what dynamic K measured
-    for this pair in earlier generations (None: start afresh). lookup_ngram: the longest n-gram the
-    free guesses match on.
+    k: K, the drafts each verify call checks. dynamic_k: adapt each round: for a draft model, how
+    many of the K it makes (plain steps when drafting does not pay, see DynamicK); for prompt lookup,
+    K itself, from the match it finds (see LookupK). memory: what dynamic K measured for this pair in
+    earlier generations (None: start afresh). lookup_ngram: the longest n-gram lookups match on.
     """
-    schedule = DynamicK(k, dynamic_k, drafter.free, memory)
+    if dynamic_k and drafter.free:
+        schedule = LookupK(k, lookup_ngram)
+    else:
+        schedule = DynamicK(k, dynamic_k, drafter.free, memory)
     stats = generation.stats
     generation.resume()
     target.reset()
@@ -62,10 +65,10 @@ def speculative(
         if cancel is not None and cancel.is_set():
             yield generation.cancel()
             return
-        # Never draft past max_new_tokens: those tokens could not be kept.
-        draft_length = min(schedule.next_draft_length(), generation.remaining - 1)
+        plan = schedule.next_round(context)
+        k = plan.k
         stats.target_calls += 1
-        if draft_length <= 0:  # drafting does not pay right now: a plain target step
+        if k == 0 or generation.remaining == 1:  # drafting does not pay right now (or one token is left): a plain step
             started = time.perf_counter()
             token, _ = decode_one_token(target, [context[-1]], sampler)
             seconds = time.perf_counter() - started
@@ -78,7 +81,8 @@ def speculative(
             continue
 
         # 1. Draft, then fill the width with free guesses.
-        proposal = drafter.propose(context, draft_length)
+        # Never draft past max_new_tokens (those tokens could not be kept); guesses keep the width.
+        proposal = drafter.propose(context, min(plan.draft_length, generation.remaining - 1))
         drafts = pad_draft(context, proposal.tokens, k, lookup_ngram)
         q = _with_guesses(proposal.q, drafts)
         stats.draft_seconds += proposal.seconds
@@ -99,7 +103,7 @@ def speculative(
         context += new_tokens
         drafter.roll_back(context)
 
-        # 5. Adapt the draft length to what this round measured.
+        # 5. Adapt: learn from what this round measured.
         schedule.observe_round(len(proposal.tokens), accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds)
         stats.drafted += k
         stats.accepted += accepted

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from spec.adaptive_k import DynamicK, PairMemory, expected_tokens, predicted_speedup
+from spec.adaptive_k import DynamicK, LookupK, PairMemory, Round, expected_tokens, predicted_speedup
 
 T = 0.010  # seconds of a plain target step in these tests
 
@@ -110,3 +110,69 @@ def test_calls_that_are_no_fair_sample_do_not_move_the_costs():
     assert schedule.memory.verify_cost == pytest.approx(1.1)
     schedule.observe_plain(3 * T)  # the first plain step after rounds
     assert schedule.memory.t_step == T
+
+
+# --- prompt lookup: K from the match each round ----------------------------------------------------
+
+COPYING = list(range(100, 140)) + [7, 8, 9] + list(range(100, 130))  # the tail repeats the start: a long copy
+NEW_TEXT = list(range(100, 140)) + [7, 8, 9, 1, 2, 3, 4, 5]  # the tail never occurred before
+
+
+def lookup_measured(**seconds) -> LookupK:
+    """A LookupK that has measured a plain step (1.0 s), its verify widths, and the switch cost."""
+    schedule = LookupK(4)
+    schedule.seconds = {1: 1.0, 2: 1.02, 3: 1.05, 5: 1.1, 9: 1.45, **{int(w[1:]): s for w, s in seconds.items()}}
+    schedule.switch = 0.25
+    schedule._last_width = 5
+    return schedule
+
+
+def test_lookup_starts_at_the_k_asked_for():
+    assert LookupK(4).next_round(COPYING) == Round(4, 4)
+    assert LookupK(4).choices == (1, 2, 4, 8)
+
+
+def test_a_long_3_gram_copy_widens_k_and_no_match_does_not():
+    schedule = lookup_measured()
+    for _ in range(6):  # this generation has been copying: 3-gram matches are kept through
+        schedule._match, schedule._plan = (3, 20), Round(8, 8)
+        schedule.observe_round(8, 8, 1e-5, 1.45)
+    assert schedule.next_round(COPYING).k == 8
+    plan = schedule.next_round(NEW_TEXT)
+    assert schedule._match == (0, 0) and plan.k <= 2  # no match: guesses are seldom right, verify few or none
+
+
+def test_a_match_after_a_run_of_misses_is_verified_at_once():
+    """Not a collapsing average: the misses were rounds without a match; a 3-gram match still looks good."""
+    schedule = lookup_measured()
+    for _ in range(20):
+        schedule._match, schedule._plan = (0, 0), Round(2, 2)
+        schedule.observe_round(0, 0, 1e-5, 1.02)
+    assert schedule.alpha(0) < 0.05 and schedule.alpha(3) > 0.8
+    assert schedule.next_round(COPYING).k >= 4
+
+
+def test_plain_steps_only_when_verifying_guesses_costs_more_than_a_switch():
+    cheap_verify = lookup_measured()
+    for _ in range(20):
+        cheap_verify._match, cheap_verify._plan = (0, 0), Round(2, 2)
+        cheap_verify.observe_round(0, 0, 1e-5, 1.02)
+    assert cheap_verify.next_round(NEW_TEXT).k > 0  # a width-3 call costs 2% more than a step: keep verifying
+    dear_verify = lookup_measured(w2=1.6, w3=1.7, w5=1.9)
+    dear_verify._last_width = 1
+    for _ in range(20):
+        dear_verify._count(0, 0, True)
+    assert dear_verify.next_round(NEW_TEXT).k == 0
+
+
+def test_lookup_measures_each_width_and_the_switch():
+    schedule = LookupK(4)
+    schedule.observe_prefill()
+    schedule.observe_round(4, 0, 1e-5, 3.0)  # right after the prompt: no fair sample of anything
+    assert schedule.seconds == {} and schedule.switch is None
+    schedule.observe_round(4, 0, 1e-5, 1.1)
+    assert schedule.seconds == {5: 1.1}
+    schedule.observe_plain(1.4)  # a width change: 1.4 s, though no steady step was measured yet
+    schedule.observe_plain(1.0)
+    schedule.observe_round(4, 0, 1e-5, 1.4)  # 0.3 s more than a steady width-5 call
+    assert schedule.seconds[1] == 1.0 and schedule.switch == pytest.approx(0.3)

@@ -1,8 +1,9 @@
 """Tiny random-weight Transformers causal LMs, built on the fly for tests in a few seconds.
 
 Every checkpoint built with the same `tokenizer_kind` gets the same tokenizer, so a draft and a
-target built here share a vocabulary, as a real draft/target pair must. The tokenizer is
-byte-level, so any text encodes without unknown tokens.
+target built here share a vocabulary, as a same-family pair does; a "bytes" tokenizer splits text
+differently, for drafting across tokenizers. Tokenizers are byte-level, so any text encodes
+without unknown tokens.
 """
 from __future__ import annotations
 
@@ -64,19 +65,27 @@ def _byte_level_alphabet() -> list[str]:
     return [table[b] for b in range(256)]
 
 
+TOKENIZER_KINDS = ("default", "other", "bytes")
+
+
+def _merges(kind: str) -> list[tuple[str, str]]:
+    return [] if kind == "bytes" else list(_MERGES)
+
+
 def _vocab(kind: str) -> dict[str, int]:
-    symbols = _byte_level_alphabet() + ["".join(pair) for pair in _MERGES]
+    if kind not in TOKENIZER_KINDS:
+        raise ValueError(f"tokenizer_kind must be one of {TOKENIZER_KINDS}, got {kind!r}")
+    symbols = _byte_level_alphabet() + ["".join(pair) for pair in _merges(kind)]
     if kind == "other":
         # Same strings, different ids: a vocabulary mismatch that only the id mapping reveals.
         symbols = symbols[::-1]
-    elif kind != "default":
-        raise ValueError(f"tokenizer_kind must be 'default' or 'other', got {kind!r}")
+    # "bytes": one token per byte, no merges: text splits quite differently from "default".
     return {token: i for i, token in enumerate(SPECIAL_TOKENS + symbols)}
 
 
 def build_tokenizer(path: str | Path, tokenizer_kind: str = "default") -> None:
     """Save a small byte-level BPE tokenizer (~310 tokens) with bos/eos/pad/unk into `path`."""
-    bpe = models.BPE(vocab=_vocab(tokenizer_kind), merges=list(_MERGES), unk_token=UNK)
+    bpe = models.BPE(vocab=_vocab(tokenizer_kind), merges=_merges(tokenizer_kind), unk_token=UNK)
     tokenizer = Tokenizer(bpe)
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
@@ -95,12 +104,15 @@ def build_checkpoint(
     hidden: int = 64,
     vocab_size: int | None = None,
     tokenizer_kind: str = "default",
+    printable: bool = False,
 ) -> Path:
     """Write a random-weight causal LM plus tokenizer to `path` and return it.
 
     `vocab_size` may exceed the tokenizer's vocabulary (a padded embedding, like Qwen's 151936
     tokens behind a 152064-row matrix). Weights are drawn with a large std so that logits are
-    spread out and greedy decoding is not decided by near-ties.
+    spread out and greedy decoding is not decided by near-ties. `printable`: tokens that are not
+    printable ASCII get a zero row in the (untied) output layer, so the model almost always writes
+    valid text, as real models do (random bytes are mostly invalid UTF-8).
     """
     if arch not in _ARCH_CONFIGS:
         raise ValueError(f"arch must be one of {ARCHITECTURES}, got {arch!r}")
@@ -120,6 +132,8 @@ def build_checkpoint(
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     _spread_weights(model, seed)
+    if printable:
+        _printable_only(model, tokenizer_kind)
     model.save_pretrained(str(path))
     GenerationConfig(
         bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
@@ -135,3 +149,15 @@ def _spread_weights(model: torch.nn.Module, seed: int) -> None:
         for name, param in model.named_parameters():
             if param.dim() >= 2:
                 param.copy_(torch.randn(param.shape, generator=generator) * 0.5)
+
+
+def _printable_only(model: torch.nn.Module, tokenizer_kind: str) -> None:
+    if model.config.tie_word_embeddings:
+        raise ValueError("printable needs an untied output layer (llama here)")
+    alphabet = _byte_level_alphabet()
+    printable = {alphabet[b] for b in range(32, 127)} | {alphabet[b] for b in (9, 10)}  # and tab, newline
+    head = model.get_output_embeddings().weight
+    with torch.no_grad():
+        for token, i in _vocab(tokenizer_kind).items():
+            if token in SPECIAL_TOKENS or not set(token) <= printable:
+                head[i] = 0.0
