@@ -79,3 +79,38 @@ def tiny_pairs(tmp_path_factory, tiny_models_dir):
         pairs[arch] = (load_tiny(target_dir, tiny_models_dir), load_tiny(draft_dir, tiny_models_dir))
     return pairs
 
+
+
+def exact_first_tokens(target, prompt_ids: list[int], temperature: float = 1.0, top_k: int = 4) -> dict:
+    """The exact law of a generation's first three tokens, p(t1) p(t2 | t1) p(t3 | t1 t2), under the
+    same transforms the sampler applies: what sampled speculative decoding must follow."""
+    import numpy as np
+
+    from spec.sampling import Sampler
+
+    sampler = Sampler(temperature, top_k, 1.0, target.vocab_size, np.random.default_rng(0))
+    cache = target.model.new_cache()
+    try:
+        p1 = sampler.distribution(cache.forward(prompt_ids)[-1])[0]
+        exact = {}
+        for t1 in np.flatnonzero(p1):
+            cache.trim(len(prompt_ids))
+            p2 = sampler.distribution(cache.forward([t1])[-1])[0]
+            for t2 in np.flatnonzero(p2):
+                cache.trim(len(prompt_ids) + 1)
+                p3 = sampler.distribution(cache.forward([t2])[-1])[0]
+                for t3 in np.flatnonzero(p3):
+                    exact[(int(t1), int(t2), int(t3))] = p1[t1] * p2[t2] * p3[t3]
+    finally:
+        cache.release()
+    return exact
+
+
+def assert_follows(counts: dict, exact: dict, runs: int) -> None:
+    """Each outcome's frequency within 5 standard errors of its exact probability, and no other outcome."""
+    import numpy as np
+
+    assert set(counts) <= set(exact)
+    for outcome, prob in exact.items():
+        frequency = counts.get(outcome, 0) / runs
+        assert abs(frequency - prob) < 5 * np.sqrt(prob * (1 - prob) / runs) + 1e-3, (outcome, frequency, prob)

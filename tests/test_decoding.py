@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 
-import numpy as np
 import pytest
 
 from spec.config import GenerationConfig
 from spec.engine import generate
 from spec.generation import ACCEPTED, BONUS, CORRECTION, TARGET
+from tests.conftest import assert_follows, exact_first_tokens
 
 PROMPTS = [
     "The quick brown fox jumps over the lazy dog. The quick brown fox",
@@ -86,27 +86,13 @@ def test_sampled_speculative_follows_the_target_distribution(tiny_pairs, monkeyp
     """
     from spec.adaptive_k import DynamicK
     from spec.engine import encode_prompt
-    from spec.sampling import Sampler
 
     monkeypatch.setattr(DynamicK, "next_draft_length", lambda self: drafted)
     target, draft = tiny_pairs["llama"]
     settings = dict(temperature=1.0, top_k=4, num_assistant_tokens=2, dynamic_k=False, max_new_tokens=4)
     prompt = PROMPTS[1]
 
-    # Exact: p(t1) p(t2 | t1) p(t3 | t1 t2) under the same transforms.
-    sampler = Sampler(1.0, 4, 1.0, target.vocab_size, np.random.default_rng(0))
-    prompt_ids = encode_prompt(target.tokenizer, prompt)
-    cache = target.model.new_cache()
-    p1 = sampler.distribution(cache.forward(prompt_ids)[-1])[0]
-    exact = {}
-    for t1 in np.flatnonzero(p1):
-        cache.trim(len(prompt_ids))
-        p2 = sampler.distribution(cache.forward([t1])[-1])[0]
-        for t2 in np.flatnonzero(p2):
-            cache.trim(len(prompt_ids) + 1)
-            p3 = sampler.distribution(cache.forward([t2])[-1])[0]
-            for t3 in np.flatnonzero(p3):
-                exact[(int(t1), int(t2), int(t3))] = p1[t1] * p2[t2] * p3[t3]
+    exact = exact_first_tokens(target, encode_prompt(target.tokenizer, prompt))
 
     runs = 1500
     counts: dict = {}
@@ -118,11 +104,7 @@ def test_sampled_speculative_follows_the_target_distribution(tiny_pairs, monkeyp
         counts[tuple(tokens[:3])] = counts.get(tuple(tokens[:3]), 0) + 1
         second_slot_rejected += steps[1].kinds == [ACCEPTED, CORRECTION]
     assert second_slot_rejected > runs * 0.05, "the second slot is rarely rejected: the test checks too little"
-    assert set(counts) <= set(exact)
-    for outcome, prob in exact.items():
-        frequency = counts.get(outcome, 0) / runs
-        tolerance = 5 * np.sqrt(prob * (1 - prob) / runs) + 1e-3
-        assert abs(frequency - prob) < tolerance, (outcome, frequency, prob)
+    assert_follows(counts, exact, runs)
 
 
 def test_stop_strings_are_never_streamed(tiny_pairs):
