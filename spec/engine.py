@@ -15,13 +15,14 @@ from spec.config import (
     AUTOREGRESSIVE,
     DRAFT_MODEL,
     DRAFTERS,
+    HYBRID,
     MODES,
     PROMPT_LOOKUP,
     SPECULATIVE,
     GenerationConfig,
 )
 from spec.cross_tokenizer import CrossTokenizerDrafter
-from spec.drafters import Drafter, DraftModelDrafter, PromptLookupDrafter
+from spec.drafters import Drafter, DraftModelDrafter, HybridDrafter, PromptLookupDrafter
 from spec.generation import Generation, Step
 from spec.registry import LoadedModel
 from spec.sampling import Sampler
@@ -42,13 +43,15 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> list[int]:
 def make_drafter(kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng, prompt: str = "") -> Drafter:
     """The drafter for a speculative run: a draft model sharing the target's vocabulary drafts its
     tokens; one with another vocabulary drafts text, re-encoded for the target (`prompt` is then
-    encoded for it too)."""
+    encoded for it too); the hybrid drafts with that model or with prompt lookup, round by round."""
     if kind == PROMPT_LOOKUP:
         return PromptLookupDrafter(config.prompt_lookup_max_ngram)
-    if kind != DRAFT_MODEL:
+    if kind not in DRAFTERS:
         raise ValueError(f"drafter must be one of {DRAFTERS}, got {kind!r}")
     if draft is None:
-        raise ValueError("the draft-model drafter needs a draft model: give one, or use prompt lookup")
+        raise ValueError(f"the {kind} drafter needs a draft model: give one, or use prompt lookup")
+    if kind == HYBRID:
+        return HybridDrafter(make_drafter(DRAFT_MODEL, target, draft, config, rng, prompt), PromptLookupDrafter(config.prompt_lookup_max_ngram))
     if draft.ref not in target.pairs:
         target.pairs[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
     shared = target.pairs[draft.ref]
@@ -82,8 +85,9 @@ def generate(
     vocab = target.vocab_size
     if mode == SPECULATIVE:
         chosen = make_drafter(drafter, target, draft, config, rng, prompt)
-        if isinstance(chosen, DraftModelDrafter):
-            vocab = chosen.sampler.vocab_size
+        model = chosen.model if isinstance(chosen, HybridDrafter) else chosen
+        if isinstance(model, DraftModelDrafter):
+            vocab = model.sampler.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
     cache = target.model.new_cache()
@@ -92,9 +96,9 @@ def generate(
     # A draft model's cost is a property of the pair: what dynamic K learned carries over to the
     # pair's next generation. Prompt lookup's payoff depends on the prompt, so it starts afresh.
     memory, caches = None, [cache]
-    if isinstance(chosen, (DraftModelDrafter, CrossTokenizerDrafter)):
+    if isinstance(model, (DraftModelDrafter, CrossTokenizerDrafter)):
         memory = target.memories.setdefault(str(draft.resolved.path), PairMemory())
-        caches.append(chosen.cache)
+        caches.append(model.cache)
     steps = speculative(
         cache, chosen, sampler, generation, config.num_assistant_tokens, config.dynamic_k, memory, cancel,
         config.prompt_lookup_max_ngram,

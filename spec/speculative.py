@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from spec.acceptance import speculative_accept
-from spec.adaptive_k import DynamicK, LookupK, PairMemory
+from spec.adaptive_k import DynamicK, HybridK, LookupK, PairMemory
 from spec.autoregressive import decode_one_token
-from spec.drafters import Drafter, pad_draft
-from spec.generation import ACCEPTED, BONUS, CORRECTION, TARGET, Generation, Step
+from spec.config import PROMPT_LOOKUP
+from spec.drafters import Drafter, HybridDrafter, pad_draft
+from spec.generation import ACCEPTED, BONUS, CORRECTION, LOOKUP, TARGET, Generation, Step
 from spec.sampling import Sampler
 
 if TYPE_CHECKING:
@@ -46,11 +47,14 @@ def speculative(
     K itself, from the match it finds (see LookupK). memory: what dynamic K measured for this pair in
     earlier generations (None: start afresh). lookup_ngram: the longest n-gram lookups match on.
     """
-    if dynamic_k and drafter.free:
+    if isinstance(drafter, HybridDrafter):
+        schedule = HybridK(k, dynamic_k, memory, lookup_ngram)
+    elif dynamic_k and drafter.free:
         schedule = LookupK(k, lookup_ngram)
     else:
         schedule = DynamicK(k, dynamic_k, drafter.free, memory)
     stats = generation.stats
+    stats.drafted_by = drafter.name
     generation.resume()
     target.reset()
     token, _ = decode_one_token(target, generation.prompt_ids, sampler)  # prefill: the first token is the target's
@@ -82,7 +86,7 @@ def speculative(
 
         # 1. Draft, then fill the width with free guesses.
         # Never draft past max_new_tokens (those tokens could not be kept); guesses keep the width.
-        proposal = drafter.propose(context, min(plan.draft_length, generation.remaining - 1))
+        proposal = drafter.propose(context, min(plan.draft_length, generation.remaining - 1), plan.source)
         drafts = pad_draft(context, proposal.tokens, k, lookup_ngram)
         q = _with_guesses(proposal.q, drafts)
         stats.draft_seconds += proposal.seconds
@@ -107,8 +111,10 @@ def speculative(
         schedule.observe_round(len(proposal.tokens), accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds)
         stats.drafted += k
         stats.accepted += accepted
+        kept = [ACCEPTED if i < len(proposal.tokens) and proposal.source != PROMPT_LOOKUP else LOOKUP for i in range(accepted)]
+        stats.accepted_lookup += kept.count(LOOKUP)
         stats.record_round(accepted)
-        step = generation.emit(new_tokens, [ACCEPTED] * accepted + [BONUS if accepted == k else CORRECTION])
+        step = generation.emit(new_tokens, kept + [BONUS if accepted == k else CORRECTION])
         yield step
 
 

@@ -65,6 +65,16 @@ def tiny_checkpoints(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def cross_models(tmp_path_factory, tiny_models_dir):
+    """A target (BPE with merges) and a draft with another tokenizer (one token per byte), both
+    writing printable text, for drafting across tokenizers."""
+    root = tmp_path_factory.mktemp("cross")
+    target = build_checkpoint(root / "target", seed=0, printable=True)
+    draft = build_checkpoint(root / "draft", seed=5, num_layers=1, tokenizer_kind="bytes", printable=True)
+    return load_tiny(target, tiny_models_dir), load_tiny(draft, tiny_models_dir)
+
+
+@pytest.fixture(scope="session")
 def tiny_pairs(tmp_path_factory, tiny_models_dir):
     """Per architecture, a (target, draft) pair of loaded f32 models sharing a tokenizer.
 

@@ -148,7 +148,7 @@ def test_a_match_after_a_run_of_misses_is_verified_at_once():
     for _ in range(20):
         schedule._match, schedule._plan = (0, 0), Round(2, 2)
         schedule.observe_round(0, 0, 1e-5, 1.02)
-    assert schedule.alpha(0) < 0.05 and schedule.alpha(3) > 0.8
+    assert schedule.acceptance.alpha(0) < 0.05 and schedule.acceptance.alpha(3) > 0.8
     assert schedule.next_round(COPYING).k >= 4
 
 
@@ -161,7 +161,7 @@ def test_plain_steps_only_when_verifying_guesses_costs_more_than_a_switch():
     dear_verify = lookup_measured(w2=1.6, w3=1.7, w5=1.9)
     dear_verify._last_width = 1
     for _ in range(20):
-        dear_verify._count(0, 0, True)
+        dear_verify.acceptance.count(0, 0, True)
     assert dear_verify.next_round(NEW_TEXT).k == 0
 
 

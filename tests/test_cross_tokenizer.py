@@ -15,19 +15,9 @@ from spec.engine import encode_prompt, generate
 from spec.generation import Generation
 from spec.sampling import Sampler
 from spec.speculative import speculative
-from tests.conftest import assert_follows, exact_first_tokens, load_tiny
-from tests.tiny_models import build_checkpoint
+from tests.conftest import assert_follows, exact_first_tokens
 
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox"
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory, tiny_models_dir):
-    """A target (BPE with merges) and a draft (one token per byte) that both write printable text."""
-    root = tmp_path_factory.mktemp("cross")
-    target = build_checkpoint(root / "target", seed=0, printable=True)
-    draft = build_checkpoint(root / "draft", seed=5, num_layers=1, tokenizer_kind="bytes", printable=True)
-    return load_tiny(target, tiny_models_dir), load_tiny(draft, tiny_models_dir)
 
 
 def ids(tokenizer, text: str) -> list[int]:
@@ -37,8 +27,8 @@ def ids(tokenizer, text: str) -> list[int]:
 # --- boundaries -----------------------------------------------------------------------------------
 
 
-def test_reencoding_starts_where_both_tokenizations_agree(models):
-    target, _ = models
+def test_reencoding_starts_where_both_tokenizations_agree(cross_models):
+    target, _ = cross_models
     tok = target.tokenizer
     # " the" is ["Ġ", "the"]: after a context ending in "Ġ", the draft's "the cat" continues that token's
     # word; re-encoding from the anchor gives "the", not a token that would swallow the "Ġ" again.
@@ -53,22 +43,22 @@ def test_reencoding_starts_where_both_tokenizations_agree(models):
     assert tok.decode(got) == "llo world"
 
 
-def test_the_last_token_is_dropped_unless_the_draft_ended(models):
-    tok = models[0].tokenizer
+def test_the_last_token_is_dropped_unless_the_draft_ended(cross_models):
+    tok = cross_models[0].tokenizer
     context = ids(tok, "Hello")
     ended = to_target_tokens(tok, context, " world", ended=True)
     going_on = to_target_tokens(tok, context, " world", ended=False)
     assert ended == ids(tok, " world") and going_on == ended[:-1]  # " wor" + "ld" might have been " world" + more
 
 
-def test_text_ending_inside_a_character_is_cut_before_it(models):
-    tok = models[0].tokenizer
+def test_text_ending_inside_a_character_is_cut_before_it(cross_models):
+    tok = cross_models[0].tokenizer
     got = to_target_tokens(tok, ids(tok, "Hello"), " caf\ufffd", ended=True)
     assert tok.decode(got) == " caf"
 
 
-def test_special_tokens_are_never_proposed(models):
-    tok = models[0].tokenizer
+def test_special_tokens_are_never_proposed(cross_models):
+    tok = cross_models[0].tokenizer
     got = to_target_tokens(tok, ids(tok, "Hello"), " hi</s> there", ended=True)
     assert tok.eos_token_id not in got and tok.decode(got) == " hi</s> there"  # the text, as ordinary pieces
 
@@ -147,8 +137,8 @@ def greedy_text(target, max_new_tokens=48):
     return [t for s in steps for t in s.token_ids], "".join(s.text for s in steps)
 
 
-def test_an_oracle_draft_is_mostly_kept_and_costs_one_call_per_draft_step(models):
-    target, bytes_draft = models
+def test_an_oracle_draft_is_mostly_kept_and_costs_one_call_per_draft_step(cross_models):
+    target, bytes_draft = cross_models
     want, text = greedy_text(target)
     oracles = []
     tokens, steps, oracle = run_with(
@@ -162,8 +152,8 @@ def test_an_oracle_draft_is_mostly_kept_and_costs_one_call_per_draft_step(models
     assert oracle.fresh_calls <= stats.verify_calls + 1 and oracle.calls > 2 * stats.verify_calls
 
 
-def test_after_a_rejection_the_draft_keeps_only_text_the_target_kept(models):
-    target, bytes_draft = models
+def test_after_a_rejection_the_draft_keeps_only_text_the_target_kept(cross_models):
+    target, bytes_draft = cross_models
     want, text = greedy_text(target)
     oracles = []
     tokens, steps, oracle = run_with(
@@ -176,15 +166,15 @@ def test_after_a_rejection_the_draft_keeps_only_text_the_target_kept(models):
     # (OracleDraft asserts on every call that the draft only ever read text the target wrote.)
 
 
-def test_a_draft_that_ends_proposes_nothing_past_its_end(models, monkeypatch):
-    target, bytes_draft = models
+def test_a_draft_that_ends_proposes_nothing_past_its_end(cross_models, monkeypatch):
+    target, bytes_draft = cross_models
     want, text = greedy_text(target, 24)
     short = text[:9]  # the oracle believes the text ends here: it drafts its end-of-sequence token
     proposed = []
     real_propose = CrossTokenizerDrafter.propose
 
-    def spy(self, context, n):
-        proposal = real_propose(self, context, n)
+    def spy(self, context, n, source=None):
+        proposal = real_propose(self, context, n, source)
         generated = target.tokenizer.decode(list(context[self.target_prompt_length :]))
         proposed.append(generated + target.tokenizer.decode(proposal.tokens.tolist()) if len(proposal.tokens) else None)
         return proposal
@@ -204,8 +194,8 @@ def test_a_draft_that_ends_proposes_nothing_past_its_end(models, monkeypatch):
 
 
 @pytest.mark.parametrize("k", [1, 2, 4, 8])
-def test_greedy_cross_tokenizer_equals_greedy_autoregressive(models, k):
-    target, bytes_draft = models
+def test_greedy_cross_tokenizer_equals_greedy_autoregressive(cross_models, k):
+    target, bytes_draft = cross_models
     want, _ = greedy_text(target)
     config = GenerationConfig(max_new_tokens=48, num_assistant_tokens=k, dynamic_k=False)
     steps = list(generate(PROMPT, target, config, "speculative", DRAFT_MODEL, bytes_draft))
@@ -213,11 +203,11 @@ def test_greedy_cross_tokenizer_equals_greedy_autoregressive(models, k):
     assert steps[-1].stats.drafted > 0
 
 
-def test_sampled_cross_tokenizer_drafts_follow_the_target_distribution(models):
+def test_sampled_cross_tokenizer_drafts_follow_the_target_distribution(cross_models):
     """The joint law of the first three new tokens matches the target's, computed exactly, when an
     oracle drafts the target's greedy text through the other tokenizer (so its drafts, one-hot q, are
     often right and sometimes wrong: both paths of the acceptance rule run)."""
-    target, bytes_draft = models
+    target, bytes_draft = cross_models
     _, text = greedy_text(target)
     settings = dict(temperature=1.0, top_k=4, max_new_tokens=4)
     prompt_ids = encode_prompt(target.tokenizer, PROMPT)

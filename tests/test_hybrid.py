@@ -1,0 +1,65 @@
+"""The hybrid drafter: each round prompt lookup or the draft model, whichever should keep more per second."""
+from __future__ import annotations
+
+import pytest
+
+from spec.adaptive_k import HybridK, PairMemory
+from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
+from spec.engine import generate
+from spec.generation import ACCEPTED, LOOKUP
+from tests.test_adaptive_k import COPYING, NEW_TEXT
+from tests.test_cross_tokenizer import PROMPT, greedy_text
+
+
+def timed(k: int = 4, alpha_draft: float = 0.6, draft_token_seconds: float = 0.1, verify_seconds: float = 1.2) -> HybridK:
+    """A HybridK whose pair has measured a verify call and the draft model's cost per token."""
+    memory = PairMemory(accepted=10 * alpha_draft, rejected=10 * (1 - alpha_draft), draft_token_seconds=draft_token_seconds)
+    schedule = HybridK(k, memory=memory)
+    schedule.verify_seconds = verify_seconds
+    return schedule
+
+
+def test_the_draft_model_is_timed_first_unless_the_lookup_matches_well():
+    assert HybridK(4).next_round(NEW_TEXT).source == DRAFT_MODEL
+    assert HybridK(4).next_round(COPYING).source == PROMPT_LOOKUP
+
+
+def test_lookup_where_the_answer_copies_the_prompt_and_the_draft_where_it_does_not():
+    schedule = timed()
+    assert schedule.next_round(COPYING).source == PROMPT_LOOKUP  # a 3-gram match: likely kept, and free
+    plan = schedule.next_round(NEW_TEXT)
+    assert plan.source == DRAFT_MODEL and 1 <= plan.draft_length <= 4
+    expensive = timed(draft_token_seconds=2.0)  # a draft as slow as the target: lookup's guesses win
+    assert expensive.next_round(NEW_TEXT).source == PROMPT_LOOKUP
+
+
+def test_each_source_learns_from_its_own_rounds():
+    schedule = timed(alpha_draft=0.9)
+    for _ in range(10):  # the draft keeps failing here
+        schedule.next_round(NEW_TEXT)
+        schedule.observe_round(4, 0, 0.4, 1.2)
+    assert schedule.memory.alpha < 0.2 and schedule.lookup.alpha(3) > 0.8
+    assert schedule.next_round(COPYING).source == PROMPT_LOOKUP
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+def test_greedy_hybrid_across_tokenizers_equals_greedy_autoregressive(cross_models, k):
+    target, bytes_draft = cross_models
+    want, _ = greedy_text(target)
+    config = GenerationConfig(max_new_tokens=48, num_assistant_tokens=k)
+    steps = list(generate(PROMPT, target, config, "speculative", HYBRID, bytes_draft))
+    assert [t for s in steps for t in s.token_ids] == want
+    stats = steps[-1].stats
+    assert stats.drafted_by == "hybrid: draft model, cross-tokenizer or prompt lookup"
+    kinds = [kind for s in steps for kind in s.kinds]
+    assert kinds.count(LOOKUP) == stats.accepted_lookup and kinds.count(ACCEPTED) == stats.accepted - stats.accepted_lookup
+
+
+def test_greedy_hybrid_with_a_same_family_draft_equals_autoregressive(tiny_pairs):
+    target, draft = tiny_pairs["llama"]
+    prompt = "one two three four five six one two three four five six one two"
+    config = GenerationConfig(max_new_tokens=40, num_assistant_tokens=4)
+    want = [t for s in generate(prompt, target, config, "autoregressive") for t in s.token_ids]
+    steps = list(generate(prompt, target, config, "speculative", HYBRID, draft))
+    assert [t for s in steps for t in s.token_ids] == want
+    assert steps[-1].stats.drafted_by == "hybrid: draft model or prompt lookup"
