@@ -16,7 +16,7 @@ from bench.workers import Family
 OPEN, GROUNDED = "open", "grounded"  # prompt-set kinds: answer not in the prompt / answer copies from it
 OURS, GENAI, OPTIMUM = "ours", "openvino-genai", "optimum-intel"
 AR, SPEC = "autoregressive", "speculative"
-DRAFT_MODEL, LOOKUP = "draft-model", "prompt-lookup"
+DRAFT_MODEL, LOOKUP, HYBRID = "draft-model", "prompt-lookup", "hybrid"
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class Draft:
     label: str  # short name in tables, e.g. "self-int4"
     path: str  # its OpenVINO IR folder
     description: str  # exactly what it is
+    same_tokenizer: bool = True  # False: it drafts across tokenizers (openvino-genai cannot pair it)
 
 
 @dataclass(frozen=True)
@@ -59,21 +60,26 @@ class Setting:
     family: str  # name of the worker Family that runs it
     engine: str  # OURS, GENAI or OPTIMUM
     mode: str  # AR or SPEC
-    drafter: str | None  # DRAFT_MODEL, LOOKUP, or None for autoregressive
+    drafter: str | None  # DRAFT_MODEL, LOOKUP, HYBRID, or None for autoregressive
     draft: str | None  # Draft.label for the draft-model drafter
     k: int | None  # tokens drafted per round (the starting K when dynamic); None for autoregressive
     dynamic: bool  # dynamic K (ours only)
     sampled: bool  # temperature / top-p sampling instead of greedy
     max_new_tokens: int
     prompt_set: str
+    exactness: bool = False  # run once, at f32, only to compare its greedy text with autoregressive's
+
+    @property
+    def how(self) -> str:
+        """Its drafter in words, e.g. "draft self-int4", "prompt lookup", "hybrid (smollm2 + lookup)"."""
+        return {DRAFT_MODEL: f"draft {self.draft}", LOOKUP: "prompt lookup", HYBRID: f"hybrid ({self.draft} + lookup)"}[self.drafter]
 
     @property
     def method(self) -> str:
         """How it decodes, e.g. "speculative · draft self-int4 · K=4" or "autoregressive"."""
         if self.mode == AR:
             return AR
-        how = f"draft {self.draft}" if self.drafter == DRAFT_MODEL else "prompt lookup"
-        return f"speculative · {how} · {'dynamic K' if self.dynamic else f'K={self.k}'}"
+        return f"speculative · {self.how} · {'dynamic K' if self.dynamic else f'K={self.k}'}"
 
     @property
     def label(self) -> str:
@@ -113,7 +119,7 @@ class Plan:
         return next(s for s in self.prompt_sets if s.name == name)
 
     def generations_per_repeat(self) -> int:
-        return sum(len(self.prompt_set(s.prompt_set).prompts) for s in self.settings)
+        return sum(len(self.prompt_set(s.prompt_set).prompts) for s in self.settings if not s.exactness)
 
 
 def build_plan(
@@ -133,9 +139,11 @@ def build_plan(
 
     Draft models are swept on open-ended prompts (where a model is the only way to guess), prompt
     lookup on input-grounded ones (where it can copy); each drafter's dynamic-K setting also runs
-    on the other kind, at every N, and sampled. Fixed K is swept at the smallest N (it shows the
-    shape of speed-up vs K at a fraction of the time); peers' speculative runs use that N and the
-    peer K, which ours also runs. Peers decode greedily.
+    on the other kind, at every N, and sampled; the hybrid of each draft with lookup runs on both
+    kinds at every N. Fixed K is swept at the smallest N (it shows the shape of speed-up vs K at a
+    fraction of the time); peers' speculative runs use that N and the peer K, which ours also runs.
+    Peers decode greedily. Unless `precision` is already f32, every method runs once more at f32
+    on every prompt (greedy, largest N), only to check its text equals autoregressive's.
     """
     open_set = next((s.name for s in prompt_sets if s.kind == OPEN), prompt_sets[0].name)
     grounded_set = next((s.name for s in prompt_sets if s.kind == GROUNDED), prompt_sets[-1].name)
@@ -177,14 +185,30 @@ def build_plan(
     for draft in drafts:
         family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision)
         sweep(family, DRAFT_MODEL, draft.label, open_set, grounded_set)
+        if dynamic:
+            for prompt_set in (grounded_set, open_set):
+                for n in max_new_tokens:
+                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
+                if sampled:
+                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, sampled=True, max_new_tokens=n_max, prompt_set=prompt_set)
     sweep(Family("ours · prompt lookup", OURS, target_path, precision=precision), LOOKUP, None, grounded_set, open_set)
+    if precision != "f32":
+        exact = dict(k=k_default, dynamic=True, sampled=False, max_new_tokens=n_max, exactness=True)
+        for draft in drafts[:1] or [None]:
+            family = Family("ours · f32 exactness check", OURS, target_path, draft=draft.path if draft else None, precision="f32")
+            for prompt_set in (grounded_set, open_set):
+                add(family, mode=AR, drafter=None, draft=None, **{**exact, "k": None, "dynamic": False}, prompt_set=prompt_set)
+                add(family, mode=SPEC, drafter=LOOKUP, draft=None, **exact, prompt_set=prompt_set)
+                if draft:
+                    add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, **exact, prompt_set=prompt_set)
+                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, **exact, prompt_set=prompt_set)
 
     if GENAI in peers:
         plain = Family("openvino-genai · plain", GENAI, target_path)
         for prompt_set in (open_set, grounded_set):
             for n in max_new_tokens:
                 add(plain, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
-        for draft in drafts:
+        for draft in (d for d in drafts if d.same_tokenizer):  # it cannot draft across tokenizers
             family = Family(f"openvino-genai · draft {draft.label}", GENAI, target_path, draft=draft.path)
             add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, k=peer_k, dynamic=False, sampled=False, max_new_tokens=n_sweep, prompt_set=open_set)
         lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True)

@@ -10,12 +10,16 @@ import re
 import statistics
 from collections import defaultdict
 
-from bench.plan import AR, DRAFT_MODEL, GENAI, LOOKUP, OURS, SPEC, Plan, Setting
+from bench.plan import AR, DRAFT_MODEL, GENAI, HYBRID, LOOKUP, OURS, SPEC, Plan, Setting
 
 DYNAMIC_FLOOR = 0.95  # dynamic K must never fall below this fraction of our autoregressive speed
-LOOKUP_GOAL = 2.0  # prompt lookup vs autoregressive on input-grounded prompts
-VERIFY_CEILING = 1.3  # a target call on K+1 = 5 tokens vs a 1-token call
+LOOKUP_GOAL = 2.0  # prompt lookup (and the hybrid) vs autoregressive, median over input-grounded prompts
+VERIFY_CEILING = 1.2  # a target call on K+1 = 5 tokens vs a 1-token call
 VERIFY_K = 4
+ROOFLINE_SHARE = 0.85  # a decoding step vs reading its weights once at the measured bandwidth
+BEST_FIXED_SHARE = 0.95  # dynamic K vs the best fixed K, on every prompt
+DRAFT_GOAL = 1.25  # a draft model (across tokenizers) vs autoregressive, median over open prompts
+HYBRID_SHARE = 0.95  # the hybrid vs the better of its two drafters, per prompt set
 
 
 def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]:
@@ -25,6 +29,7 @@ def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]
         by_setting[record["setting"]].append(record)
     per_repeat = {i: _per_repeat(rows) for i, rows in by_setting.items()}
     summaries = []
+    t1 = (costs or {}).get("target_1")
     for i, setting in enumerate(plan.settings):
         rows = by_setting.get(i, [])
         rates = per_repeat.get(i, {})
@@ -38,8 +43,10 @@ def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]
         summary.update(_counts(rows))
         if baseline is not None and baseline != i and not setting.sampled:
             summary["same_tokens_as_ar"] = _same_tokens(rows, by_setting.get(baseline, []))
-        if costs and setting.engine == OURS and setting.drafter == DRAFT_MODEL and not setting.dynamic and "alpha" in summary:
-            summary.update(_predicted(plan, setting, summary["alpha"], costs))
+        if t1 and summary.get("draft_seconds_per_token") is not None:
+            summary["cost_ratio_c"] = summary["draft_seconds_per_token"] / t1
+        if costs and setting.engine == OURS and setting.drafter in (DRAFT_MODEL, LOOKUP) and not setting.dynamic and "alpha" in summary:
+            summary.update(_predicted(setting, summary["alpha"], summary.get("cost_ratio_c") or 0.0, costs))
         summaries.append(summary)
     return summaries
 
@@ -72,6 +79,10 @@ def _counts(rows: list[dict]) -> dict:
             out["mean_k"] = total("drafted") / max(1, rounds)
     if total("drafted"):
         out["accepted_per_drafted"] = total("accepted") / total("drafted")
+    if total("accepted"):
+        out["accepted_from_lookup"] = total("accepted_lookup") / total("accepted")
+    if total("draft_tokens"):
+        out["draft_seconds_per_token"] = total("draft_seconds") / total("draft_tokens")
     if all(row.get("ttft_seconds") is not None and "target_seconds" in row for row in rows) and total("new_tokens"):
         # ms per generated token in each phase; "other" is trimming caches, sampling, Python, detokenizing.
         per_token = 1000 / total("new_tokens")
@@ -93,23 +104,22 @@ def _same_tokens(rows: list[dict], baseline_rows: list[dict]) -> str | None:
 
 
 def _baseline(plan: Plan, setting: Setting) -> int | None:
-    """Index of our autoregressive setting on the same prompts, N and decoding."""
+    """Index of our autoregressive setting on the same prompts, N, decoding (and exactness run)."""
     for i, other in enumerate(plan.settings):
-        if (other.engine, other.mode) == (OURS, AR) and (other.prompt_set, other.max_new_tokens, other.sampled) == (
-            setting.prompt_set, setting.max_new_tokens, setting.sampled
+        if (other.engine, other.mode) == (OURS, AR) and (other.prompt_set, other.max_new_tokens, other.sampled, other.exactness) == (
+            setting.prompt_set, setting.max_new_tokens, setting.sampled, setting.exactness
         ):
             return i
     return None
 
 
-def _predicted(plan: Plan, setting: Setting, alpha: float, costs: dict) -> dict:
-    """Leviathan et al.'s speed-up from alpha and c, and the same with the measured verify cost."""
+def _predicted(setting: Setting, alpha: float, c: float, costs: dict) -> dict:
+    """Leviathan et al.'s speed-up from alpha and c (a drafted token's cost, measured in the run, over a
+    1-token target call), and the same with the measured verify cost in place of the 1."""
     k = setting.k
-    draft = next(d for d in plan.drafts if d.label == setting.draft)
-    t1, t_draft, t_verify = costs.get("target_1"), costs.get(f"draft_1:{draft.path}"), costs.get(f"target_{k + 1}")
-    if not (t1 and t_draft and t_verify):
+    t1, t_verify = costs.get("target_1"), costs.get(f"target_{k + 1}")
+    if not (t1 and t_verify):
         return {}
-    c = t_draft / t1
     alpha = min(alpha, 0.999)
     expected = (1 - alpha ** (k + 1)) / (1 - alpha)
     return {
@@ -161,38 +171,156 @@ def check_targets(plan: Plan, records: list[dict], summaries: list[dict], costs:
         what = "our autoregressive ≥ openvino-genai plain" if peer.mode == AR else "our speculative ≥ openvino-genai speculative (same pair, K)"
         add(what, f"{settings[match].method} vs genai, N={peer.max_new_tokens}, {peer.prompt_set}", ratio(match, j), 1.0)
     for i, setting in enumerate(settings):
-        if setting.engine == OURS and setting.mode == SPEC and setting.dynamic:
+        if setting.engine == OURS and setting.mode == SPEC and setting.dynamic and not setting.exactness:
             add(
                 f"dynamic K ≥ {DYNAMIC_FLOOR}× our autoregressive",
                 f"{setting.method}, {'sampled' if setting.sampled else 'greedy'}, N={setting.max_new_tokens}, {setting.prompt_set}",
                 summaries[i].get("speedup"), DYNAMIC_FLOOR,
             )
-    grounded = {s.name for s in plan.prompt_sets if s.kind == "grounded"}
-    lookup = [
-        i for i, s in enumerate(settings)
-        if s.engine == OURS and s.drafter == LOOKUP and s.prompt_set in grounded and not s.sampled
-    ]
-    if lookup:
-        dynamic = [i for i in lookup if settings[i].dynamic]
-        fixed = [i for i in lookup if not settings[i].dynamic]
-        best = [max(fixed, key=lambda i: summaries[i].get("speedup") or 0)] if fixed else []
-        for i in dynamic + best:
-            add(f"prompt lookup ≥ {LOOKUP_GOAL}× autoregressive on input-grounded prompts",
-                f"{settings[i].method}{' (best fixed K)' if i in best else ''}, N={settings[i].max_new_tokens}, {settings[i].prompt_set}",
-                summaries[i].get("speedup"), LOOKUP_GOAL)
     if costs and costs.get("target_1") and costs.get(f"target_{VERIFY_K + 1}"):
         add(f"target call on K+1={VERIFY_K + 1} tokens ≤ {VERIFY_CEILING}× a 1-token call",
             f"spec.runtime StatefulLM, context {costs.get('context_tokens')} tokens",
             # Lower is better here: compare the inverse so that "value ≥ needed" reads the same way.
             costs["target_1"] / costs[f"target_{VERIFY_K + 1}"] * VERIFY_CEILING, 1.0)
         targets[-1]["shown"] = f"{costs[f'target_{VERIFY_K + 1}'] / costs['target_1']:.2f}× (≤ {VERIFY_CEILING}×)"
+    roofline = _roofline(costs)
+    if roofline:
+        add(f"a decoding step ≥ {ROOFLINE_SHARE} × the bandwidth roofline",
+            f"1-token target call vs {roofline['bytes_per_step'] / 1e9:.2f} GB of weights at {roofline['bandwidth'] / 1e9:.1f} GB/s",
+            roofline["step_share"] / ROOFLINE_SHARE, 1.0)
+        targets[-1]["shown"] = f"{roofline['step_share']:.2f} of roofline (≥ {ROOFLINE_SHARE})"
+    targets += _per_prompt_targets(plan, records, summaries)
+    exact = exactness(plan, records)
+    if exact:
+        same = sum(e["identical"] for e in exact)
+        targets.append({"target": "at f32, greedy texts identical to autoregressive on every prompt",
+                        "configuration": ", ".join(sorted({e["method"] for e in exact})), "value": same / len(exact),
+                        "needed": 1.0, "met": same == len(exact), "margin": same / len(exact) - 1,
+                        "shown": f"{same}/{len(exact)} prompts × methods"})
     return targets
+
+
+def _roofline(costs: dict | None) -> dict | None:
+    """What reading the weights once per step at the measured bandwidth allows, and the share a step reaches."""
+    if not costs or not costs.get("bytes_per_step") or not costs.get("read_bytes_per_second") or not costs.get("target_1"):
+        return None
+    tokens_per_second = costs["read_bytes_per_second"] / costs["bytes_per_step"]
+    return {"bandwidth": costs["read_bytes_per_second"], "bytes_per_step": costs["bytes_per_step"],
+            "tokens_per_second": tokens_per_second, "step_share": 1 / costs["target_1"] / tokens_per_second}
+
+
+def per_prompt_speedups(records: list[dict], setting: int, baseline: int) -> dict[str, float]:
+    """prompt -> median over repeats of this setting's tokens/s over the baseline's on that prompt."""
+    rates: dict = defaultdict(dict)
+    for row in records:
+        if row["setting"] in (setting, baseline) and row["seconds"] > 0:
+            rates[(row["setting"], row["prompt"])][row["repeat"]] = row["new_tokens"] / row["seconds"]
+    out = {}
+    for (index, prompt), reps in rates.items():
+        if index == setting:
+            ratio = _median_ratio(reps, rates.get((baseline, prompt), {}))
+            if ratio is not None:
+                out[prompt] = ratio
+    return out
+
+
+def _find(plan: Plan, **fields) -> int | None:
+    for i, s in enumerate(plan.settings):
+        if s.engine == OURS and not s.exactness and all(getattr(s, key) == value for key, value in fields.items()):
+            return i
+    return None
+
+
+def _per_prompt_targets(plan: Plan, records: list[dict], summaries: list[dict]) -> list[dict]:
+    """The targets judged prompt by prompt: prompt lookup's and the hybrid's median, dynamic K against
+    the best fixed K, a draft model's floor, the hybrid against the better of its drafters."""
+    out = []
+
+    def add(goal: str, configuration: str, value: float | None, needed: float, shown: str | None = None) -> None:
+        out.append({"target": goal, "configuration": configuration, "value": value, "needed": needed,
+                    "met": None if value is None else value >= needed,
+                    "margin": None if value is None else value / needed - 1, **({"shown": shown} if shown else {})})
+
+    n_max, n_sweep = max(s.max_new_tokens for s in plan.settings), min(s.max_new_tokens for s in plan.settings)
+    grounded = [p.name for p in plan.prompt_sets if p.kind == "grounded"]
+    open_sets = [p.name for p in plan.prompt_sets if p.kind == "open"]
+    draft = plan.drafts[0].label if plan.drafts else None
+
+    def speedups(i: int | None) -> dict[str, float]:
+        base = None if i is None else _baseline(plan, plan.settings[i])
+        return {} if i is None or base is None else per_prompt_speedups(records, i, base)
+
+    for name in grounded:
+        for drafter, d in ((LOOKUP, None), (HYBRID, draft)):
+            i = _find(plan, drafter=drafter, draft=d, dynamic=True, sampled=False, max_new_tokens=n_max, prompt_set=name)
+            per = speedups(i)
+            if per:
+                add(f"{'prompt lookup' if drafter == LOOKUP else 'hybrid'} ≥ {LOOKUP_GOAL}× autoregressive, median over {name}",
+                    f"{plan.settings[i].method}, greedy, N={n_max}", statistics.median(per.values()), LOOKUP_GOAL)
+    for drafter, home in ((LOOKUP, grounded), (DRAFT_MODEL, open_sets)):
+        for name in home:
+            d = None if drafter == LOOKUP else draft
+            dyn = _find(plan, drafter=drafter, draft=d, dynamic=True, sampled=False, max_new_tokens=n_sweep, prompt_set=name)
+            fixed = [i for i, s in enumerate(plan.settings) if s.engine == OURS and not s.exactness and s.drafter == drafter
+                     and s.draft == d and not s.dynamic and not s.sampled and s.max_new_tokens == n_sweep and s.prompt_set == name]
+            per_dyn = speedups(dyn)
+            per_fixed = [speedups(i) for i in fixed]
+            if not per_dyn or not per_fixed:
+                continue
+            shares = {p: per_dyn[p] / max(f.get(p, 0) for f in per_fixed) for p in per_dyn if any(f.get(p) for f in per_fixed)}
+            worst = min(shares, key=shares.get)
+            add(f"dynamic K ≥ {BEST_FIXED_SHARE} × the best fixed K on every prompt ({'prompt lookup' if drafter == LOOKUP else 'draft ' + str(d)})",
+                f"{name}, N={n_sweep}; worst: {worst}", shares[worst] / BEST_FIXED_SHARE, 1.0,
+                f"{shares[worst]:.2f} on {worst} (≥ {BEST_FIXED_SHARE})")
+    if draft:
+        for name in open_sets:
+            i = _find(plan, drafter=DRAFT_MODEL, draft=draft, dynamic=True, sampled=False, max_new_tokens=n_max, prompt_set=name)
+            per = speedups(i)
+            if per:
+                add(f"draft {draft} ≥ {DRAFT_GOAL}× autoregressive, median over {name}", f"{plan.settings[i].method}, greedy, N={n_max}",
+                    statistics.median(per.values()), DRAFT_GOAL)
+        floor = {}
+        for name in grounded + open_sets:
+            i = _find(plan, drafter=DRAFT_MODEL, draft=draft, dynamic=True, sampled=False, max_new_tokens=n_max, prompt_set=name)
+            floor.update({f"{name}/{p}": v for p, v in speedups(i).items()})
+        if floor:
+            worst = min(floor, key=floor.get)
+            add(f"draft {draft} (dynamic K) ≥ {DYNAMIC_FLOOR}× autoregressive on every prompt", f"N={n_max}; worst: {worst}",
+                floor[worst] / DYNAMIC_FLOOR, 1.0, f"{floor[worst]:.2f}× on {worst} (≥ {DYNAMIC_FLOOR}×)")
+        for name in grounded + open_sets:
+            hybrid = _find(plan, drafter=HYBRID, draft=draft, dynamic=True, sampled=False, max_new_tokens=n_max, prompt_set=name)
+            others = [_find(plan, drafter=LOOKUP, draft=None, dynamic=True, sampled=False, max_new_tokens=n_max, prompt_set=name),
+                      _find(plan, drafter=DRAFT_MODEL, draft=draft, dynamic=True, sampled=False, max_new_tokens=n_max, prompt_set=name)]
+            if hybrid is None or None in others:
+                continue
+            rates = [summaries[i].get("speedup") for i in [hybrid, *others]]
+            if None in rates:
+                continue
+            better = max(rates[1:])
+            add(f"hybrid ≥ {HYBRID_SHARE} × the better of its drafters on {name}", f"N={n_max}",
+                rates[0] / better / HYBRID_SHARE, 1.0, f"{rates[0]:.2f}× vs {better:.2f}× (≥ {HYBRID_SHARE} of it)")
+    return out
+
+
+def exactness(plan: Plan, records: list[dict]) -> list[dict]:
+    """For each f32 check: whether its greedy tokens equal f32 autoregressive's, per prompt."""
+    tokens = {(row["setting"], row["prompt"]): row.get("tokens") for row in records if row["repeat"] == 0}
+    out = []
+    for i, s in enumerate(plan.settings):
+        if not s.exactness or s.mode == AR:
+            continue
+        base = _baseline(plan, s)
+        for prompt_id, _ in plan.prompt_set(s.prompt_set).prompts:
+            ours, want = tokens.get((i, prompt_id)), tokens.get((base, prompt_id))
+            if ours is not None and want is not None:
+                out.append({"method": s.how, "prompt_set": s.prompt_set, "prompt": prompt_id, "identical": ours == want})
+    return out
 
 
 def _ours_like(plan: Plan, peer: Setting) -> int | None:
     """Our setting with the same method, K, prompts, N and decoding as a peer's."""
     for i, s in enumerate(plan.settings):
-        if s.engine == OURS and (s.mode, s.drafter, s.draft, s.k, s.dynamic, s.sampled, s.max_new_tokens, s.prompt_set) == (
+        if s.engine == OURS and not s.exactness and (s.mode, s.drafter, s.draft, s.k, s.dynamic, s.sampled, s.max_new_tokens, s.prompt_set) == (
             peer.mode, peer.drafter, peer.draft, peer.k, False, peer.sampled, peer.max_new_tokens, peer.prompt_set
         ):
             return i
@@ -267,7 +395,7 @@ def markdown(report: dict, plan: Plan) -> str:
     for n in n_values:
         for prompt_set in plan.prompt_sets:
             for i, x in enumerate(s):
-                if x.engine == OURS and not x.sampled and x.max_new_tokens == n and x.prompt_set == prompt_set.name and (x.mode == AR or x.dynamic):
+                if x.engine == OURS and not x.sampled and not x.exactness and x.max_new_tokens == n and x.prompt_set == prompt_set.name and (x.mode == AR or x.dynamic):
                     su = summaries[i]
                     lines.append(
                         f"| {n} | {prompt_set.name} | {x.method} | {_num(su['tokens_per_second'])} | "
@@ -289,21 +417,24 @@ def markdown(report: dict, plan: Plan) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, x in enumerate(s):
-        if x.engine == OURS and x.mode == SPEC and not x.sampled and x.max_new_tokens == n_sweep:
+        if x.engine == OURS and x.mode == SPEC and not x.sampled and not x.exactness and x.max_new_tokens == n_sweep:
             su = summaries[i]
             lines.append(
-                f"| {'draft ' + x.draft if x.drafter == DRAFT_MODEL else 'prompt lookup'} | {x.prompt_set} | "
+                f"| {x.how} | {x.prompt_set} | "
                 f"{'dynamic (from ' + str(x.k) + ')' if x.dynamic else x.k} | {_num(su['tokens_per_second'])} | {row_speedup(i)} | "
                 f"{_num(su.get('alpha'), 2)} | {_num(su.get('tokens_per_target_call'), 2)} | {_num(su.get('mean_k'), 1)} | "
                 f"{_num(_pct(su.get('plain_step_share')), 0, '%')} | {_num(su.get('predicted_speedup'), 2, '×')} | "
                 f"{_num(su.get('predicted_speedup_measured_verify'), 2, '×')} |"
             )
     lines += ["", "α: kept drafts ÷ (kept drafts + rejections), Leviathan's per-token acceptance. Predicted: "
-              "(1−α^(K+1)) / ((1−α)(Kc+1)) with c = draft call ÷ 1-token target call; the second column puts "
-              "the measured K+1-token target call in place of the 1 (see \"Where the time goes\"). Plain steps: "
-              "target calls made without drafting (dynamic K paused, or prompt lookup found no match).", ""]
+              "(1−α^(K+1)) / ((1−α)(Kc+1)) with c = the drafter's seconds per drafted target token (measured in the "
+              "run: draft steps, re-encoding and catching up included) ÷ a 1-token target call; the second column "
+              "puts the measured K+1-token target call in place of the 1 (see \"Where the time goes\"). Plain steps: "
+              "target calls made without drafting (dynamic K chose a plain step).", ""]
+    lines += _per_prompt_lines(plan, report)
+    lines += _exactness_lines(report)
 
-    sampled = [i for i, x in enumerate(s) if x.engine == OURS and x.sampled]
+    sampled = [i for i, x in enumerate(s) if x.engine == OURS and x.sampled and not x.exactness]
     if sampled:
         lines += [f"## Sampled (temperature {report['sampling']['temperature']}, top-p {report['sampling']['top_p']}, N={n_max})", ""]
         lines += ["| prompts | method | tokens/s | speed-up | α | tokens / target call |", "|---|---|---|---|---|---|"]
@@ -384,6 +515,13 @@ def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
         if costs.get(key) is not None:
             lines.append(f"| {label} | {costs[key] * 1000:.2f} | {costs[key] / t1:.2f} |")
     lines.append("")
+    roofline = _roofline(costs)
+    if roofline:
+        lines += [f"**Roofline.** A decoding step reads {roofline['bytes_per_step'] / 1e9:.2f} GB of weights (every "
+                  "constant of the IR but the embedding table, of which it gathers one row). Read bandwidth measured "
+                  f"in this run (max over a 2 GiB int8 array in 2 threads): {roofline['bandwidth'] / 1e9:.1f} GB/s, so at "
+                  f"most {roofline['tokens_per_second']:.1f} tokens/s. A 1-token target call here takes "
+                  f"{t1 * 1000:.1f} ms = {1 / t1:.1f} tokens/s: **{roofline['step_share']:.2f} of the roofline**.", ""]
     phased = sorted((i for i, x in enumerate(plan.settings) if x.engine == OURS and not x.sampled and report["summaries"][i].get("ms_per_token")),
                     key=lambda i: (plan.settings[i].max_new_tokens, plan.settings[i].prompt_set))
     if phased:
@@ -405,6 +543,43 @@ def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
             lines += [f"Our autoregressive loop spends {per_token * 1000:.1f} ms per token end to end "
                       f"({plan.settings[best].label}), prefill included, against {t1 * 1000:.1f} ms for the bare "
                       "1-token target call: the rest is prefill, Python, sampling and detokenizing.", ""]
+    return lines
+
+
+def _per_prompt_lines(plan: Plan, report: dict) -> list[str]:
+    """Speed-up over autoregressive, prompt by prompt, of each dynamic method at the largest N."""
+    records = report["records"]
+    n_max = max(x.max_new_tokens for x in plan.settings)
+    lines = []
+    for prompt_set in plan.prompt_sets:
+        methods = [i for i, x in enumerate(plan.settings) if x.engine == OURS and x.mode == SPEC and not x.exactness
+                   and not x.sampled and x.max_new_tokens == n_max and x.prompt_set == prompt_set.name]
+        if not methods:
+            continue
+        columns = {i: per_prompt_speedups(records, i, _baseline(plan, plan.settings[i])) for i in methods}
+        lines += [f"### Per prompt: {prompt_set.name} (greedy, N={n_max}, speed-up over our autoregressive)", ""]
+        lines += ["| prompt | " + " | ".join(plan.settings[i].method.removeprefix("speculative · ") for i in methods) + " |",
+                  "|---|" + "---|" * len(methods)]
+        for prompt_id, _ in prompt_set.prompts:
+            lines.append(f"| {prompt_id} | " + " | ".join(_num(columns[i].get(prompt_id), 2, "×") for i in methods) + " |")
+        lines.append("")
+    return lines
+
+
+def _exactness_lines(report: dict) -> list[str]:
+    checks = report.get("exactness") or []
+    if not checks:
+        return []
+    lines = ["## Exactness at f32", "", "Every method once more at `--precision f32`, greedy: its tokens against f32 "
+             "autoregressive decoding's, prompt by prompt.", "", "| method | prompt set | identical |", "|---|---|---|"]
+    groups = defaultdict(list)
+    for check in checks:
+        groups[(check["method"], check["prompt_set"])].append(check)
+    for (method, prompt_set), group in groups.items():
+        differ = [c["prompt"] for c in group if not c["identical"]]
+        lines.append(f"| {method} | {prompt_set} | {len(group) - len(differ)}/{len(group)}"
+                     + (f" (differ: {', '.join(differ)})" if differ else "") + " |")
+    lines.append("")
     return lines
 
 
@@ -435,8 +610,8 @@ def plot(report: dict, plan: Plan, path) -> None:
     dynamic_at = len(ks)
     curves = defaultdict(list)
     for i, x in enumerate(s):
-        if x.engine == OURS and x.mode == SPEC and not x.sampled and x.max_new_tokens == n_sweep:
-            name = f"{'draft ' + x.draft if x.drafter == DRAFT_MODEL else 'prompt lookup'} · {x.prompt_set}"
+        if x.engine == OURS and x.mode == SPEC and not x.sampled and not x.exactness and x.max_new_tokens == n_sweep and not (x.dynamic and x.drafter == HYBRID):
+            name = f"{x.how} · {x.prompt_set}"
             curves[name].append((dynamic_at if x.dynamic else positions[x.k], summaries[i].get("speedup"), summaries[i].get("predicted_speedup_measured_verify")))
     for name, points in curves.items():
         points = sorted(p for p in points if p[1] is not None)
@@ -458,7 +633,7 @@ def plot(report: dict, plan: Plan, path) -> None:
 
     bars = []
     for i, x in enumerate(s):
-        if x.sampled or summaries[i]["tokens_per_second"] is None:
+        if x.sampled or x.exactness or summaries[i]["tokens_per_second"] is None:
             continue
         at_max = x.max_new_tokens == n_max and (x.mode == AR or x.dynamic)
         at_sweep = x.max_new_tokens == n_sweep and (x.mode == AR or (not x.dynamic and x.k == report.get("peer_k")))

@@ -1,9 +1,11 @@
 """`python -m bench`: autoregressive vs speculative decoding on this CPU, beside openvino-genai
 and optimum-intel, with where the time goes.
 
-Offline by default, on the embedded SmolLM2-135M-Instruct (INT8) with an INT4 copy of itself as
-the draft model (a draft as deep as its target: the case where speculation cannot pay) and prompt
-lookup. Each configuration family runs in its own process for the whole run (so its peak RSS is
+Offline by default, on the embedded Qwen2.5-Coder-1.5B-Instruct (INT8, memory-bound) with the
+embedded SmolLM2-135M-Instruct as its draft model (another tokenizer: it drafts through text),
+prompt lookup, and the hybrid of the two, on code-editing and open coding prompts. `--target
+embedded:SmolLM2-135M-Instruct` runs the small model with an INT4 copy of itself as the draft (a
+draft as deep as its target: the case where speculation cannot pay). Each configuration family runs in its own process for the whole run (so its peak RSS is
 its own); generations are sent round-robin over all configurations within each repeat, after a
 warm-up, so drift on a shared machine hits them alike. Ratios are taken within each repeat, then
 the median over repeats is reported. Writes <out>/<name>.json, .md and .png, and prints the tables.
@@ -22,11 +24,15 @@ import time
 from pathlib import Path
 
 from bench.plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
-from bench.report import check_targets, markdown, peer_ratios, plot, summarize
+from bench.report import check_targets, exactness, markdown, peer_ratios, plot, summarize
 from bench.workers import Worker, WorkerError
+from spec.embedded import QUICK_REF
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_PROMPTS = [HERE / "prompts" / "open.json", HERE / "prompts" / "grounded.json"]
+PROMPTS = {  # per target: the prompt sets that show it (the small SmolLM2 writes prose, Qwen code)
+    QUICK_REF: [HERE / "prompts" / "open.json", HERE / "prompts" / "grounded.json"],
+    None: [HERE / "prompts" / "open-coding.json", HERE / "prompts" / "code-editing.json"],
+}
 DEFAULT_OUT = HERE / "results"
 SELF_INT4 = "self-int4"  # --draft value: the target itself exported with INT4 weights
 PEERS = (GENAI, OPTIMUM)
@@ -39,10 +45,12 @@ FULL = dict(repeats=3, max_new_tokens=[40, 100], k=["1", "2", "4", "8", "dynamic
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--target", help="target model reference (default: the embedded SmolLM2-135M-Instruct)")
+    parser.add_argument("--target", help="target model reference (default: embedded:Qwen2.5-Coder-1.5B-Instruct)")
     parser.add_argument("--draft", nargs="*", help=f"draft model references; {SELF_INT4!r} is the target exported at INT4 "
-                        f"(default: {SELF_INT4} for the embedded target, none otherwise; prompt lookup always runs)")
-    parser.add_argument("--prompts", nargs="+", type=Path, default=DEFAULT_PROMPTS, help="prompt-set JSON files (kind open or grounded)")
+                        f"(default: embedded:SmolLM2-135M-Instruct for the default target, {SELF_INT4} for SmolLM2, none "
+                        "otherwise; prompt lookup always runs)")
+    parser.add_argument("--prompts", nargs="+", type=Path, help="prompt-set JSON files, kind open or grounded (default: "
+                        "code-editing and open-coding prompts; SmolLM2: prose)")
     parser.add_argument("--repeats", type=int, help="timed repeats per configuration (default 3; --quick 1)")
     parser.add_argument("--max-new-tokens", type=int, nargs="+", help="N values for the paper's table (default 40 100)")
     parser.add_argument("--k", nargs="+", help="K values to sweep, and 'dynamic' (default 1 2 4 8 dynamic)")
@@ -103,16 +111,18 @@ def _progress(message: str) -> None:
 
 def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> Plan:
     """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
-    from spec.embedded import QUICK_REF
+    from spec.embedded import DEFAULT_REF, QUICK_REF
     from spec.errors import ModelError
+    from spec.progress import TerminalProgress
     from spec.resolve import resolve_model
 
-    target_ref = args.target or QUICK_REF
-    report = lambda message, fraction: _progress(message) if fraction is None else None  # noqa: E731
+    target_ref = args.target or DEFAULT_REF
+    report = TerminalProgress(sys.stderr, "[bench] ")
+    default_drafts = {DEFAULT_REF: [QUICK_REF], QUICK_REF: [SELF_INT4]}.get(target_ref, [])
     try:
         target = resolve_model(target_ref, args.weight_format, report)
         drafts = []
-        for ref in [SELF_INT4] if args.draft is None and args.target is None else (args.draft or []):
+        for ref in default_drafts if args.draft is None else args.draft:
             if ref == SELF_INT4:
                 resolved = resolve_model(target_ref, "int4", report)
                 if resolved.weight_format != "int4":
@@ -120,10 +130,14 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
                 drafts.append(Draft(SELF_INT4, str(resolved.path), "the target itself with INT4 weights (as deep as the target, so it costs about as much per token)"))
             else:
                 resolved = resolve_model(ref, args.weight_format, report)
-                drafts.append(Draft(_short(ref), str(resolved.path), f"{ref} ({resolved.weight_format})"))
+                same = _same_tokenizer(target.path, resolved.path)
+                drafts.append(Draft(_short(ref), str(resolved.path), f"{ref} ({resolved.weight_format})"
+                                    + ("" if same else ", another tokenizer: drafts through text"), same))
     except ModelError as error:
         raise ValueError(str(error)) from error
-    prompt_sets = load_prompt_sets(args.prompts, prompts_per_set)
+    finally:
+        report.close()
+    prompt_sets = load_prompt_sets(args.prompts or PROMPTS.get(target_ref, PROMPTS[None]), prompts_per_set)
     peers = [] if args.no_peers else [(p, why) for p, why in _available_peers() if p in args.peers]
     plan = build_plan(
         _short(target_ref), str(target.path), drafts, prompt_sets, sorted(set(args.max_new_tokens)), ks, dynamic,
@@ -135,7 +149,19 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
             plan.notes.append(f"{peer} not measured in this run (not asked for)")
     if not drafts:
         plan.notes.append("no draft model: only prompt lookup drafts")
+    for draft in drafts:
+        if not draft.same_tokenizer and GENAI in [p for p, _ in peers]:
+            plan.notes.append(f"openvino-genai · draft {draft.label} not measured: openvino-genai drafts only with a draft "
+                              "that shares the target's tokenizer, and this one does not")
     return plan
+
+
+def _same_tokenizer(target: Path, draft: Path) -> bool:
+    from transformers import AutoTokenizer
+
+    from spec.vocab import shared_vocab_size
+
+    return shared_vocab_size(AutoTokenizer.from_pretrained(target), AutoTokenizer.from_pretrained(draft)) is not None
 
 
 def _available_peers() -> list[tuple[str, str | None]]:
@@ -208,6 +234,8 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
                 for i in order:
                     if i in failed or prompt_index >= len(plan.prompt_set(plan.settings[i].prompt_set).prompts):
                         continue
+                    if plan.settings[i].exactness and repeat > 0:
+                        continue  # its text is all it is run for
                     result = run_one(i, prompt_index)
                     if result is None:
                         continue
@@ -271,6 +299,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         "summaries": summaries,
         "peer_ratios": {str(i): v for i, v in peer_ratios(plan, records).items()},
         "targets": check_targets(plan, records, summaries, costs),
+        "exactness": exactness(plan, records),
         "costs": costs,
         "cost_repeats": args.cost_repeats,
         "families": families,

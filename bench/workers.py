@@ -188,7 +188,9 @@ class _Ours:
             "target_calls": stats.target_calls,
             "plain_steps": stats.plain_steps,
             "drafted": stats.drafted,
+            "draft_tokens": stats.draft_tokens,
             "accepted": stats.accepted,
+            "accepted_lookup": stats.accepted_lookup,
             "corrections": corrections,
             "draft_seconds": stats.draft_seconds,
             "target_seconds": stats.target_seconds,
@@ -299,6 +301,7 @@ class _Costs:
         compile = lambda path: compile_model(Path(path) / "openvino_model.xml", family.precision, CPU, cache_dir)  # noqa: E731
         self.target = compile(family.target)
         self.drafts = {path: compile(path) for path in family.drafts}
+        self.bytes_per_step = weight_bytes_per_step(Path(family.target) / "openvino_model.xml")
 
     def run(self, job: dict) -> dict:
         """Median seconds of: a target call on 1 and on K+1 tokens at a steady width, a call whose width
@@ -353,7 +356,54 @@ class _Costs:
                 cache.forward([token])
                 timed(f"draft_1:{path}", lambda: cache.forward([token]))
         out = {name: float(np.median(values)) for name, values in samples.items()}
-        return out | {"context_tokens": len(prompt_ids)}
+        return out | {"context_tokens": len(prompt_ids), "bytes_per_step": self.bytes_per_step,
+                      "read_bytes_per_second": read_bandwidth()}
+
+
+def weight_bytes_per_step(xml: Path) -> int:
+    """Bytes of weights a one-token decoding step reads: every constant, except the embedding table,
+    of which a step gathers one row (with its scales and zero points)."""
+    import openvino as ov
+
+    model = ov.Core().read_model(str(xml))
+    gathered: set = set()
+    for op in model.get_ops():
+        if op.get_type_name() != "Gather":
+            continue
+        stack = [op.input_value(0).get_node()]
+        while stack:  # the table and its decompression (Convert, Subtract, Multiply, Reshape) up to constants
+            node = stack.pop()
+            if node.get_type_name() == "Constant":
+                gathered.add(node.get_friendly_name())
+            elif node.get_type_name() in ("Convert", "Subtract", "Multiply", "Reshape"):
+                stack += [value.get_node() for value in node.input_values()]
+    total = 0
+    for op in model.get_ops():
+        if op.get_type_name() == "Constant" and op.get_friendly_name() not in gathered:
+            shape = op.get_output_shape(0)
+            total += int(np.prod(list(shape), dtype=np.int64)) * op.get_element_type().bitwidth // 8
+    return total
+
+
+def read_bandwidth(gib: float = 2.0, threads: int = 2, repeats: int = 5) -> float:
+    """Bytes per second a memory-bound kernel reads: the max of an int8 array, split over threads.
+
+    (A float64 sum would be compute-bound here; max over int8 is not.)
+    """
+    import threading
+
+    data = np.ones(int(gib * 2**30), dtype=np.int8)
+    parts = np.array_split(data, threads)
+    best = []
+    for _ in range(repeats):
+        workers = [threading.Thread(target=np.max, args=(part,)) for part in parts]
+        started = time.perf_counter()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        best.append(data.nbytes / (time.perf_counter() - started))
+    return float(np.median(best))
 
 
 _RUNNERS = {"ours": _Ours, "openvino-genai": _Genai, "optimum-intel": _Optimum, "costs": _Costs}

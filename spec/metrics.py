@@ -11,7 +11,8 @@ class Stats:
     ttft_seconds: float | None = None  # time to first token (prefill + first step)
     prompt_tokens: int = 0
     target_calls: int = 0  # target forward passes, prefill included (each may verify several tokens)
-    drafted: int = 0  # draft tokens proposed
+    drafted: int = 0  # draft tokens verified (K per verify call: the drafter's and the free guesses)
+    draft_tokens: int = 0  # of which the drafter made (a draft model's cost is per token it makes)
     accepted: int = 0  # draft tokens the target kept ...
     accepted_lookup: int = 0  # ... of which prompt lookup (or a free guess) proposed
     drafted_by: str | None = None  # what drafted, in words (e.g. "draft model, cross-tokenizer")

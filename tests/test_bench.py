@@ -48,8 +48,10 @@ def test_table_has_the_papers_rows_and_the_sweep(smoke_run):
         assert f"| {n} | grounded | autoregressive | " in text
         assert f"| {n} | open | speculative · draft llama-draft · dynamic K | " in text
         assert f"| {n} | grounded | speculative · prompt lookup · dynamic K | " in text
+        assert f"| {n} | grounded | speculative · hybrid (llama-draft + lookup) · dynamic K | " in text
     for row in ("| draft llama-draft | open | 2 |", "| prompt lookup | grounded | 2 |", "| draft llama-draft | open | 4 |"):
         assert row in text  # 4 is the peers' K, which ours runs too
+    assert "### Per prompt: grounded" in text and "**Roofline.**" in text
     assert "## Sampled" in text and "## Where the time goes" in text and "## Peak memory" in text
     ours = [s for s, su in zip(report["settings"], report["summaries"]) if s["engine"] == "ours"]
     assert ours and all(su["tokens_per_second"] > 0 for s, su in zip(report["settings"], report["summaries"]) if s["engine"] == "ours")
@@ -73,6 +75,10 @@ def test_targets_are_all_checked(smoke_run):
     assert any(g.startswith("dynamic K ≥ 0.95×") for g in goals)
     assert any(g.startswith("prompt lookup ≥ 2.0×") for g in goals)
     assert any(g.startswith("target call on K+1=5 tokens") for g in goals)
+    assert any(g.startswith("a decoding step ≥ 0.85 × the bandwidth roofline") for g in goals)
+    assert any(g.startswith("dynamic K ≥ 0.95 × the best fixed K on every prompt") for g in goals)
+    assert any(g.startswith("hybrid ≥ 0.95 × the better of its drafters") for g in goals)
+    assert any(g.startswith("draft llama-draft ≥ 1.25× autoregressive, median over open") for g in goals)
     if "openvino-genai" in report["versions"] and not report["peer_notes"]:
         assert "our autoregressive ≥ openvino-genai plain" in goals
         assert "our speculative ≥ openvino-genai speculative (same pair, K)" in goals
