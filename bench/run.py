@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=0.8, help="temperature of the sampled runs")
     parser.add_argument("--top-p", type=float, default=0.95, help="top-p of the sampled runs")
     parser.add_argument("--no-sampled", action="store_true", help="greedy runs only")
+    parser.add_argument("--no-exactness", action="store_true", help="skip running every method once more at f32 to check its text")
     parser.add_argument("--weight-format", default="int8", choices=("int8", "int4", "fp32"), help="compression of converted targets")
     parser.add_argument("--precision", default="default", choices=("default", "f32"), help="our engine's precision (default: the device's)")
     parser.add_argument("--name", help="results file name (default: derived from the target)")
@@ -141,7 +142,7 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
     peers = [] if args.no_peers else [(p, why) for p, why in _available_peers() if p in args.peers]
     plan = build_plan(
         _short(target_ref), str(target.path), drafts, prompt_sets, sorted(set(args.max_new_tokens)), ks, dynamic,
-        not args.no_sampled, [p for p, _ in peers if _ is None], args.peer_k, args.precision,
+        not args.no_sampled, [p for p, _ in peers if _ is None], args.peer_k, args.precision, not args.no_exactness,
     )
     plan.notes += [f"{peer} skipped: {why}" for peer, why in peers if why]
     for peer in PEERS:

@@ -26,11 +26,15 @@ from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
 from spec.drafters import find_match
 
 _DECAY = 0.7  # weight kept by older rounds in the running estimates
-# Plain steps before probing again, doubling while probes confirm that drafting does not pay. A
-# probe is dear: the draft catches up on all it missed and the target's input width changes twice
-# (about 5-7 plain steps on SmolLM2), so a draft that cannot pay is probed once per 512 steps at
-# most: with 128, such a pair ran at 0.93x of plain decoding, with 512 at 1.01x (same process).
-_FIRST_PAUSE, _MAX_PAUSE = 8, 512
+_ALPHA_DECAY = 0.85  # a draft model's acceptance moves more slowly: a few bad rounds must not stop it
+# Plain steps before probing again, doubling while probes confirm that drafting does not pay, up to
+# a pause that keeps probes within _PROBE_SHARE of the time. A probe can be dear: the draft catches
+# up on all it missed and the target's input width changes twice (about 5-7 plain steps for an INT4
+# copy of SmolLM2, which needs pauses of 512: with 128 such a pair ran at 0.93x of plain decoding);
+# SmolLM2 catching up for Qwen costs a fraction of a step, and long pauses would only miss rounds
+# that pay.
+_FIRST_PAUSE, _MIN_MAX_PAUSE, _MAX_PAUSE = 8, 32, 512
+_PROBE_SHARE = 0.02
 _PRIOR_ACCEPTED, _PRIOR_REJECTED = 1.0, 1.0  # α starts at 0.5, and one round moves it
 
 
@@ -68,6 +72,7 @@ class PairMemory:
     t_step: float | None = None  # seconds of a plain (1-token) target step
     plain_left: int = 0  # plain steps still to take before the next probe
     pause: int = _FIRST_PAUSE  # the length of the next pause
+    probe_cost: float | None = None  # what catching the draft up after a pause cost, in plain steps
 
     @property
     def alpha(self) -> float:
@@ -145,9 +150,11 @@ class DynamicK:
         m = self.memory
         m.t_step = seconds if m.t_step is None else _DECAY * m.t_step + (1 - _DECAY) * seconds
 
-    def observe_round(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
+    def observe_round(
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0
+    ) -> None:
         """Learn from a round whose drafter made `drafted` tokens (in `draft_seconds`, catching up
-        excluded), of which the target kept `accepted`, verified in `verify_seconds`.
+        excluded: `catch_up_seconds`), of which the target kept `accepted`, verified in `verify_seconds`.
 
         A draft model is judged by the tokens it made; a free drafter by the whole width, whose
         guesses are lookups too: a round without any match then still counts, so a prompt that
@@ -160,10 +167,12 @@ class DynamicK:
             return
         self.draft_length = min(self.draft_length + 2, self.k) if accepted == judged else max(1, self.draft_length - 1)
         m = self.memory
-        m.accepted = _DECAY * m.accepted + accepted
-        m.rejected = _DECAY * m.rejected + (accepted < judged)
+        m.accepted = _ALPHA_DECAY * m.accepted + accepted
+        m.rejected = _ALPHA_DECAY * m.rejected + (accepted < judged)
         if m.t_step is None:
             return
+        if catch_up_seconds:
+            m.probe_cost = catch_up_seconds / m.t_step
         c = draft_seconds / judged / m.t_step
         m.draft_cost = c if m.draft_cost is None else _DECAY * m.draft_cost + (1 - _DECAY) * c
         if fair:
@@ -173,7 +182,8 @@ class DynamicK:
             m.pause = _FIRST_PAUSE
         else:
             m.plain_left = m.pause
-            m.pause = min(2 * m.pause, _MAX_PAUSE)
+            longest = _MAX_PAUSE if m.probe_cost is None else min(_MAX_PAUSE, max(_MIN_MAX_PAUSE, m.probe_cost / _PROBE_SHARE))
+            m.pause = min(2 * m.pause, int(longest))
 
 
 # Prompt lookup's acceptance per draft, before a generation has shown its own: by the length of the
@@ -233,21 +243,21 @@ class LookupK:
     yields most tokens per second, decided from the lookup itself.
 
     What a round will keep depends on whether the context's last n-gram occurred before, and how
-    long that n-gram is (LookupAcceptance). Costs are measured per verify width, plus the
-    extra a call pays right after one of another width (OpenVINO re-prepares the model), so K widens
-    only when a long copy pays for it and a round without a match takes a plain step only when that
-    is cheaper than verifying guesses.
+    long that n-gram is (LookupAcceptance). Costs are measured per verify width, plus the extra a
+    call pays right after one of another width (OpenVINO re-prepares the model), so K widens only
+    when a long copy pays for it and a round without a match takes a plain step only when that is
+    cheaper than verifying guesses.
     """
 
     def __init__(self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None):
         self.k = k  # the K asked for: where the schedule starts
-        self.choices = choices or tuple(sorted({c for c in (1, 2, 4, 8, 16) if c <= max(2 * k, 1)} | {k}))
+        self.choices = choices or tuple(sorted({c for c in (1, 2, 4, 8, 16) if c <= max(4 * k, 1)} | {k}))
         self.max_ngram = max_ngram
         self.acceptance = LookupAcceptance()
         self.seconds: dict[int, float] = {}  # width -> decayed seconds of a call at a steady width
         self.switch: float | None = None  # seconds a call pays extra right after one of another width
         self._last_width: int | None = None
-        self._plan = Round(k, k)
+        self._plan = Round(k, k, PROMPT_LOOKUP)
         self._match: tuple[int, int] = (0, 0)  # (n-gram length, tokens available) the round was planned on
 
     def cost(self, width: int) -> float:
@@ -265,15 +275,20 @@ class LookupK:
         near = min(self.seconds, key=lambda w: abs(w - width))  # scaled by the prior slope
         return self.seconds[near] * (1 + _PRIOR_WIDTH_SLOPE * (width - 1)) / (1 + _PRIOR_WIDTH_SLOPE * (near - 1))
 
+    def rates(self, ngram: int, available: int) -> dict[Round, float]:
+        """Expected tokens per second of each round it could take now (k = 0: a plain step)."""
+        rates = {Round(k, k, PROMPT_LOOKUP): self.acceptance.expected_tokens(k, ngram, available) / self.cost(k + 1)
+                 for k in self.choices}
+        rates[Round(0, 0)] = 1.0 / self.cost(1)
+        return rates
+
     def next_round(self, context) -> Round:
         ngram, available = self._match = lookup_state(context, self.max_ngram)
         if self._last_width is None and not self.seconds:
-            k = self.k  # nothing measured yet: the K asked for
+            self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
         else:
-            rates = {k: self.acceptance.expected_tokens(k, ngram, available) / self.cost(k + 1) for k in self.choices}
-            rates[0] = 1.0 / self.cost(1)
-            k = max(rates, key=rates.get)
-        self._plan = Round(k, k)
+            rates = self.rates(ngram, available)
+            self._plan = max(rates, key=rates.get)
         return self._plan
 
     def observe_prefill(self) -> None:
@@ -282,8 +297,10 @@ class LookupK:
     def observe_plain(self, seconds: float) -> None:
         self._observe_call(1, seconds)
 
-    def observe_round(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
-        """Learn from the round just planned: the lookup made `drafted` of its k drafts, `accepted` were kept."""
+    def observe_round(
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0
+    ) -> None:
+        """Learn from the round just planned: the drafter made `drafted` of its k drafts, `accepted` were kept."""
         ngram, available = self._match
         self.acceptance.observe(self._plan.k, ngram, min(available, drafted), accepted)
         self._observe_call(self._plan.k + 1, verify_seconds)
@@ -301,65 +318,48 @@ class LookupK:
 _PRIOR_DRAFT_LEAD = 2  # n-gram length from which the hybrid tries lookup before the draft model has been timed
 
 
-class HybridK:
-    """Each round, draft with prompt lookup or with the draft model, whichever is expected to keep
-    more tokens per second of the round; every verify call checks K drafts (free guesses fill the
-    rest), so verifying costs the same whichever drafts.
+class HybridK(LookupK):
+    """Each round, prompt lookup (at the K that pays best, as LookupK) or the draft model, whichever is
+    expected to keep more tokens per second of the round.
 
-    Lookup's side: its acceptance for the n-gram it matches now (LookupAcceptance), at no cost. The
-    draft model's side: its acceptance and its seconds per drafted token (re-encoding included), as
-    this pair measured them, over `draft_length` tokens chosen by the same rate (when dynamic).
+    The draft model's side: its acceptance and its seconds per drafted token (re-encoding included),
+    as this pair measured them, drafting n of the K slots of a verify call at width K+1 (free guesses
+    fill the rest), n chosen by the same rate when dynamic.
     """
 
     def __init__(self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3):
-        self.k, self.dynamic, self.max_ngram = k, dynamic, max_ngram
+        super().__init__(k, max_ngram, None if dynamic else (k,))
+        self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
-        self.lookup = LookupAcceptance()
-        self.verify_seconds: float | None = None
-        self._last_width: int | None = None
-        self._plan = Round(k, k, DRAFT_MODEL)
-        self._match = (0, 0)
 
-    def rates(self, ngram: int, available: int) -> dict[tuple[str, int], float]:
-        """Expected tokens per second of each possible round: (source, tokens it drafts) -> rate."""
-        m, v = self.memory, self.verify_seconds
-        rates = {(PROMPT_LOOKUP, self.k): self.lookup.expected_tokens(self.k, ngram, available) / v}
-        lengths = range(1, self.k + 1) if self.dynamic else (self.k,)
-        for n in lengths:
+    def rates(self, ngram: int, available: int) -> dict[Round, float]:
+        rates = super().rates(ngram, available)
+        m, verify = self.memory, self.cost(self.k + 1)
+        for n in range(1, self.k + 1) if self.dynamic else (self.k,):
             tokens, survive = 1.0, 1.0
             for i in range(self.k):  # the draft model's n tokens, then guesses
-                survive *= m.alpha if i < n else self.lookup.alpha(0)
+                survive *= m.alpha if i < n else self.acceptance.alpha(0)
                 tokens += survive
-            rates[(DRAFT_MODEL, n)] = tokens / (v + n * m.draft_token_seconds)
+            rates[Round(self.k, n, DRAFT_MODEL)] = tokens / (verify + n * m.draft_token_seconds)
+        if not self.dynamic:
+            rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates
 
     def next_round(self, context) -> Round:
-        ngram, available = self._match = lookup_state(context, self.max_ngram)
-        if self.verify_seconds is None or self.memory.draft_token_seconds is None:
+        if self.memory.draft_token_seconds is None or (self._last_width is None and not self.seconds):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
-            source = PROMPT_LOOKUP if ngram >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL
-            self._plan = Round(self.k, self.k, source)
-        else:
-            rates = self.rates(ngram, available)
-            source, n = max(rates, key=rates.get)
-            self._plan = Round(self.k, n, source)
-        return self._plan
+            ngram, available = self._match = lookup_state(context, self.max_ngram)
+            self._plan = Round(self.k, self.k, PROMPT_LOOKUP if ngram >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)
+            return self._plan
+        return super().next_round(context)
 
-    def observe_prefill(self) -> None:
-        self._last_width = None
-
-    def observe_plain(self, seconds: float) -> None:
-        self._last_width = 1
-
-    def observe_round(self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float) -> None:
-        fair, self._last_width = self._last_width == self.k + 1, self.k + 1
-        if fair or self.verify_seconds is None:
-            v = self.verify_seconds
-            self.verify_seconds = verify_seconds if v is None else _DECAY * v + (1 - _DECAY) * verify_seconds
-        ngram, available = self._match
-        if self._plan.source == PROMPT_LOOKUP:
-            self.lookup.observe(self.k, ngram, min(available, drafted), accepted)
+    def observe_round(
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0
+    ) -> None:
+        if self._plan.source != DRAFT_MODEL:
+            super().observe_round(drafted, accepted, draft_seconds, verify_seconds)
             return
+        self._observe_call(self._plan.k + 1, verify_seconds)
         m = self.memory
         m.accepted = _DECAY * m.accepted + min(accepted, drafted)
         m.rejected = _DECAY * m.rejected + (accepted < drafted)

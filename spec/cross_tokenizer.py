@@ -14,7 +14,8 @@ only decides how often it is right, so boundaries are handled on purpose:
   the proposal), and a draft that ends with its end-of-sequence token proposes nothing past it;
 - after verification the draft's cache is rolled back to the longest prefix of its tokens whose
   text the target kept, and what the target added is fed with the next draft step, in one call
-  (no separate catch-up call).
+  (no separate catch-up call), whose time counts as the round's: dynamic K sees everything a round
+  costs but reading the prompt (or what a pause skipped).
 """
 from __future__ import annotations
 
@@ -104,10 +105,17 @@ class CrossTokenizerDrafter:
         if n <= 0 or text.endswith("\ufffd"):  # the context ends inside a character: no clean place to go on from
             return Proposal(np.empty(0, dtype=np.int64), None, time.perf_counter() - started)
         pending = self._sync(text)
+        # Reading the prompt, or all the target wrote during a pause, is no cost of an ordinary round
+        # (dynamic K must not judge the draft by it); what the target added in one round is.
+        catching_up = len(pending) > 2 * n + 2
+        catch_up = 0.0
         drafted: list[int] = []
         ended = False
-        for _ in range(_MAX_DRAFT_STEPS * n):
+        for step in range(_MAX_DRAFT_STEPS * n):
+            call_started = time.perf_counter()
             logits = self.cache.forward(pending, keep=1)  # the first call also feeds what the target added
+            if step == 0 and catching_up:
+                catch_up = time.perf_counter() - call_started
             self._remember(pending)
             token = int(logits[-1][: self.vocab_size].argmax())
             if token in self.eos:
@@ -118,7 +126,7 @@ class CrossTokenizerDrafter:
             if len(self._target_tokens(context, drafted, ended=False)) >= n:
                 break
         tokens = self._target_tokens(context, drafted, ended)[:n]
-        return Proposal(np.asarray(tokens, dtype=np.int64), None, time.perf_counter() - started)
+        return Proposal(np.asarray(tokens, dtype=np.int64), None, time.perf_counter() - started, catch_up)
 
     def roll_back(self, context: Sequence[int]) -> None:
         pass  # the next proposal compares texts and rolls the draft's cache back then

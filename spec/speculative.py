@@ -109,7 +109,9 @@ def speculative(
         drafter.roll_back(context)
 
         # 5. Adapt: learn from what this round measured.
-        schedule.observe_round(len(proposal.tokens), accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds)
+        schedule.observe_round(
+            len(proposal.tokens), accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds, proposal.catch_up_seconds
+        )
         stats.drafted += k
         stats.accepted += accepted
         kept = [ACCEPTED if i < len(proposal.tokens) and proposal.source != PROMPT_LOOKUP else LOOKUP for i in range(accepted)]

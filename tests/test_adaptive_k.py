@@ -128,8 +128,8 @@ def lookup_measured(**seconds) -> LookupK:
 
 
 def test_lookup_starts_at_the_k_asked_for():
-    assert LookupK(4).next_round(COPYING) == Round(4, 4)
-    assert LookupK(4).choices == (1, 2, 4, 8)
+    assert LookupK(4).next_round(COPYING) == Round(4, 4, "prompt-lookup")
+    assert LookupK(4).choices == (1, 2, 4, 8, 16)
 
 
 def test_a_long_3_gram_copy_widens_k_and_no_match_does_not():
@@ -137,7 +137,7 @@ def test_a_long_3_gram_copy_widens_k_and_no_match_does_not():
     for _ in range(6):  # this generation has been copying: 3-gram matches are kept through
         schedule._match, schedule._plan = (3, 20), Round(8, 8)
         schedule.observe_round(8, 8, 1e-5, 1.45)
-    assert schedule.next_round(COPYING).k == 8
+    assert schedule.next_round(COPYING).k >= 8
     plan = schedule.next_round(NEW_TEXT)
     assert schedule._match == (0, 0) and plan.k <= 2  # no match: guesses are seldom right, verify few or none
 
@@ -176,3 +176,17 @@ def test_lookup_measures_each_width_and_the_switch():
     schedule.observe_plain(1.0)
     schedule.observe_round(4, 0, 1e-5, 1.4)  # 0.3 s more than a steady width-5 call
     assert schedule.seconds[1] == 1.0 and schedule.switch == pytest.approx(0.3)
+
+
+def test_pauses_are_as_long_as_a_probe_is_dear():
+    """Probes stay within about 2% of the time: a draft whose catching up costs 10 steps is paused up
+    to 500 steps (512 at most), one that costs a tenth of a step up to 32."""
+    for catch_up, longest in ((10 * T, 500), (20 * T, 512), (0.1 * T, 32)):
+        schedule = measured()
+        schedule.observe_round(4, 0, 0.9 * T * 4, 1.5 * T, catch_up_seconds=catch_up)
+        pauses = []
+        for _ in range(8):
+            schedule.observe_round(4, 0, 0.9 * T * 4, 1.5 * T)  # cannot pay: pause, and pause again
+            pauses.append(schedule.memory.plain_left)
+            schedule.memory.plain_left = 0
+        assert max(pauses) == longest, (catch_up, pauses)

@@ -15,7 +15,8 @@ def timed(k: int = 4, alpha_draft: float = 0.6, draft_token_seconds: float = 0.1
     """A HybridK whose pair has measured a verify call and the draft model's cost per token."""
     memory = PairMemory(accepted=10 * alpha_draft, rejected=10 * (1 - alpha_draft), draft_token_seconds=draft_token_seconds)
     schedule = HybridK(k, memory=memory)
-    schedule.verify_seconds = verify_seconds
+    schedule.seconds = {1: 1.0, k + 1: verify_seconds}  # a plain step takes 1 s here
+    schedule.switch, schedule._last_width = 0.25, k + 1
     return schedule
 
 
@@ -38,7 +39,7 @@ def test_each_source_learns_from_its_own_rounds():
     for _ in range(10):  # the draft keeps failing here
         schedule.next_round(NEW_TEXT)
         schedule.observe_round(4, 0, 0.4, 1.2)
-    assert schedule.memory.alpha < 0.2 and schedule.lookup.alpha(3) > 0.8
+    assert schedule.memory.alpha < 0.2 and schedule.acceptance.alpha(3) > 0.8
     assert schedule.next_round(COPYING).source == PROMPT_LOOKUP
 
 
