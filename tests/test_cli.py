@@ -47,15 +47,19 @@ def test_json_contract_and_greedy_agreement(capsys, tiny_checkpoints, tiny_model
               "--weight-format", "fp32", "--precision", "f32", "--json", "--quiet"]
     results = []
     with models_dir_at(tiny_models_dir):
-        for extra in (["--mode", "autoregressive"], ["--draft", draft, "--k", "3", "--no-dynamic-k"], ["--prompt-lookup"]):
+        for extra in (["--mode", "autoregressive"], ["--draft", draft, "--k", "3", "--no-dynamic-k"], ["--prompt-lookup"],
+                      ["--draft", draft, "--drafter", "draft-model"]):
             assert main(common + extra) == 0
             out = capsys.readouterr().out.strip().splitlines()
             assert len(out) == 1, "--json prints exactly one JSON object"
             results.append(json.loads(out[0]))
     for result in results:
         assert KEYS <= set(result) and result["new_tokens"] == len(result["token_ids"]) > 0
-    assert results[0]["token_ids"] == results[1]["token_ids"] == results[2]["token_ids"]
+    assert results[0]["token_ids"] == results[1]["token_ids"] == results[2]["token_ids"] == results[3]["token_ids"]
     assert results[1]["drafted"] > 0 and results[0]["drafted"] == 0
+    assert [r["drafter"] for r in results] == [None, "hybrid", "prompt-lookup", "draft-model"]
+    assert [r["drafted_by"] for r in results] == [None, "hybrid: draft model or prompt lookup", "prompt lookup", "draft model"]
+    assert results[0]["target"] == target and results[1]["draft"] == draft
 
 
 def test_json_stays_alone_on_stdout_while_a_model_converts(tmp_path, tiny_checkpoints):
