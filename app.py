@@ -28,7 +28,7 @@ from spec.embedded import QUICK_REF
 from spec.errors import ModelError
 from spec.presets import CUSTOM, PRESETS, Preset
 from spec.progress import TerminalProgress
-from spec.race import RACING, Limits, race as run_race, warm_up
+from spec.race import MIN_TOKENS_FOR_VERDICT, RACING, Limits, race as run_race, warm_up
 from spec.registry import ModelRegistry
 from spec.sessions import Sessions, WaitingRoom
 
@@ -106,6 +106,20 @@ DRAFTER_CHOICES = [("Draft model", DRAFT_MODEL), ("Prompt lookup", PROMPT_LOOKUP
 
 EXAMPLES = [  # (label: what it shows, prompt); each tried on the default pair (README, "The Space")
     (
+        "Rewrite SQL: the names carry over",
+        "Rewrite this SQL query to use a JOIN instead of the subquery. Keep the column names and reply with the "
+        "query only.\n\n"
+        "SELECT orders.order_id, orders.order_date, orders.total_amount, orders.status, orders.shipping_city\n"
+        "FROM orders\n"
+        "WHERE orders.customer_id IN (\n"
+        "    SELECT customers.customer_id\n"
+        "    FROM customers\n"
+        "    WHERE customers.country = 'Germany' AND customers.signup_date >= '2024-01-01'\n"
+        ")\n"
+        "AND orders.status <> 'cancelled'\n"
+        "ORDER BY orders.order_date DESC, orders.total_amount DESC;\n",
+    ),
+    (
         "Rename a variable: the answer copies the code",
         "Rename the variable `tmp` to `subtotal` everywhere in this function. Reply with the whole function.\n\n"
         "def invoice_total(items, tax_rate, discount=0.0):\n"
@@ -155,18 +169,6 @@ EXAMPLES = [  # (label: what it shows, prompt); each tried on the default pair (
         "        return subtotal * (1 - self.discount)\n",
     ),
     (
-        "Rewrite SQL: the names carry over",
-        "Rewrite this SQL query to use a JOIN instead of the subquery. Keep the column names.\n\n"
-        "SELECT orders.order_id, orders.order_date, orders.total_amount\n"
-        "FROM orders\n"
-        "WHERE orders.customer_id IN (\n"
-        "    SELECT customers.customer_id\n"
-        "    FROM customers\n"
-        "    WHERE customers.country = 'Germany'\n"
-        ")\n"
-        "ORDER BY orders.order_date DESC;\n",
-    ),
-    (
         "Open question: little to copy, so little to gain",
         "What is the difference between a list and a tuple in Python? Answer in a few sentences.",
     ),
@@ -190,7 +192,7 @@ used less compute time goes next, so they never compete for the CPU and both adv
 relative pace. Each method's clock runs only while it computes (rendering and the other method's turn
 are not counted). Decode tokens/s counts the tokens after the first over the compute time after the
 first token; time to first token is reading the prompt, the same work for both. The speed-up is the
-ratio of decode speeds, called only once both made at least 64 tokens. Models are loaded before the
+ratio of decode speeds, called only once both made at least {MIN_TOKENS_FOR_VERDICT} tokens. Models are loaded before the
 clocks start. This server takes prompts of up to {MAX_PROMPT_TOKENS:,} tokens and stops a race after
 {MAX_RACE_SECONDS:.0f} s.
 """ + (

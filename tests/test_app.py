@@ -411,6 +411,13 @@ def test_a_queued_visitor_sees_its_place_and_stop_drops_its_race(served, browser
         page.locator("#status").get_by_text("waiting: 1 ahead").wait_for(timeout=5_000)
         page.locator("#stop").click()
         page.locator("#status").get_by_text("Stopped before the race began").wait_for(timeout=5_000)
+        # A visitor who closes the tab while waiting gives up the place too.
+        leaving = browser.new_page()
+        leaving.goto(served.url, wait_until="domcontentloaded")
+        leaving.locator("#run").click()
+        leaving.locator("#status").get_by_text("waiting: 1 ahead").wait_for(timeout=5_000)
+        leaving.close()
+        wait_for(lambda: app.room.counts() == (1, 0), 10, "the closed tab's race to leave the line")
         assert app.sessions.running() == 1, "the first race ended before the check: make it longer"
         c.predict(api_name="/stop")  # the slot frees: a race still waiting would start now
         first.result(timeout=10)
