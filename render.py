@@ -1,4 +1,5 @@
-"""The page's HTML: both panes, their statistics and the race's summary, from what spec.race yields.
+"""The page's HTML: the speed-up and why, the race chart, both panes, their statistics and the
+race's summary, from what spec.race yields.
 
 Model text is always escaped: it never becomes markup.
 """
@@ -6,10 +7,12 @@ from __future__ import annotations
 
 import html
 
-from spec.config import F32, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
+from spec.config import PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
 from spec.metrics import Stats
-from spec.presets import Preset
-from spec.race import LOADING, Lane, RaceUpdate, Verdict
+from spec.race import (
+    BUSY, CANCELLED, DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, WAITING,
+    Explanation, Lane, RaceUpdate, Verdict, explain,
+)
 
 KIND_LABELS = {  # the speculative pane's colours: (legend label, what it means)
     "accepted": ("accepted draft", "a draft token the target kept"),
@@ -21,6 +24,149 @@ LEGEND = '<div class="legend">' + "".join(
     f'<span title="{html.escape(meaning)}"><span class="tok tok-{kind}"></span>{html.escape(label)}</span>'
     for kind, (label, meaning) in KIND_LABELS.items()
 ) + "</div>"
+
+# What the page says about the two texts, in one place: the intro, the Exact checkbox and the
+# verdict use these. At the CPU's default precision (bf16 where it has it) greedy texts can part
+# ways at a near-tie, so the default run is not promised identical texts; Exact (f32) is.
+EXACT_LABEL = "Exact (f32)"
+SAME_TEXT_PROMISE = (
+    "Greedy, both follow the target model's choices. At the CPU's fast default precision (bf16) a "
+    "near-tie can round differently in a K-token check than in one-token steps, so the texts may part "
+    f"ways after a while; tick <b>{EXACT_LABEL}</b> for texts identical token for token (its verify calls cost more)."
+)
+EXACT_INFO = "greedy texts identical token for token; slower verify calls than the CPU's default precision (bf16)"
+DIFFER_AT_DEFAULT = (
+    "At the CPU's default precision (bf16), a K-token check can round a near-tie differently from "
+    f"one-token steps. Tick <i>{EXACT_LABEL}</i> for texts identical token for token (its verify calls cost more)."
+)
+
+AR_COLOUR, SPEC_COLOUR = "#64748b", "#16a34a"  # the race chart's lines (autoregressive, speculative)
+
+
+# --- The result: the speed-up, why, and the race chart ---------------------------------------------
+
+
+def speedup(ex: Explanation | None, result: Verdict | None = None, how: str = "") -> str:
+    """The large speed-up figure and the line that says why, live (`ex` None before a race)."""
+    if ex is None or ex.speedup is None:
+        figure, caption = "–", (
+            "Press Race: the speed-up of speculative over autoregressive decoding appears here as they run."
+            if ex is None else "Measuring: the first tokens are on their way…"
+        )
+        return _speedup_block("idle", figure, caption, "")
+    ratio = ex.speedup
+    if not ex.settled:
+        figure = f"~{ratio:.1f}×"
+        if result is None:
+            caption = (f"Decoding speed-up so far, on {ex.tokens} tokens: too few to call a winner yet "
+                       f"(a verdict needs {MIN_TOKENS_FOR_VERDICT}).")
+        else:
+            caption = (f"Measured on only {ex.tokens} tokens: too few to call a winner, as timing noise "
+                       f"dominates. Race {MIN_TOKENS_FOR_VERDICT} tokens or more for a verdict.")
+        kind = "unsettled"
+    else:
+        figure = f"{ratio:.2f}×"
+        faster = "faster" if ratio >= 1 else "slower"
+        if result is None:
+            caption = f"Speculative decodes {faster} so far ({ex.tokens} tokens)."
+        elif ratio >= 1:
+            caption = f"Speculative{how} decodes <b>{ratio:.2f}× faster</b> than autoregressive."
+        else:
+            caption = f"Speculative{how} is <b>{1 / ratio:.2f}× slower</b> than autoregressive on this prompt."
+        kind = "faster" if ratio >= 1 else "slower"
+    if result is not None and result.stopped:
+        caption += " (Stopped early: the figure covers the tokens made until then.)"
+    return _speedup_block(kind, figure, caption, why(ex))
+
+
+def _speedup_block(kind: str, figure: str, caption: str, reason: str) -> str:
+    return (f'<div class="speedup speedup-{kind}"><div class="speedup-figure">{figure}</div>'
+            f'<div class="speedup-text"><div class="speedup-caption">{caption}</div>{reason}</div></div>')
+
+
+def why(ex: Explanation) -> str:
+    """One line: tokens per target call, acceptance, a verify call's cost against a step, and the
+    speed-up Leviathan et al.'s formula predicts from them, beside the measured one."""
+    if ex.verify_seconds is None:
+        if ex.tokens_per_call and ex.step_seconds is not None and ex.speedup is not None and ex.tokens > 8:
+            return ('<div class="why"><b>Why:</b> no draft was verified yet: dynamic K takes plain steps while '
+                    "drafting does not pay for this prompt, so both methods make one token per target call.</div>")
+        return ""
+    parts = [f"<b>{ex.tokens_per_call:.1f} tokens per target call</b> (autoregressive: 1)"]
+    if ex.alpha is not None:
+        parts.append(f"the target keeps a draft with probability α = {ex.alpha:.2f}")
+    if ex.verify_cost is not None:
+        parts.append(f"a verify call costs <b>{ex.verify_cost:.2f} steps</b> ({_ms(ex.verify_seconds)} vs "
+                     f"{_ms(ex.step_seconds)} ms, both measured in this race)")
+    line = "; ".join(parts)
+    if ex.predicted is not None:
+        measured = f", measured {ex.speedup:.2f}×" if ex.speedup is not None else ""
+        line += (f' → <span title="Leviathan et al. (2023): tokens per round (1 − α^(K+1)) / (1 − α), over the '
+                 f'cost of drafting plus one verify call, in steps">Leviathan et al.\'s formula predicts '
+                 f"<b>{ex.predicted:.2f}×</b></span>{measured}.")
+    return f'<div class="why"><b>Why:</b> {line}</div>'
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds with the digits a comparison needs: 1.8 vs 2.4, 73 vs 95."""
+    return f"{seconds * 1000:.1f}" if seconds < 0.01 else f"{seconds * 1000:.0f}"
+
+
+def race_chart(ar: Lane | None, sp: Lane | None, max_new_tokens: int) -> str:
+    """Tokens produced against compute time, both methods, as an inline SVG."""
+    width, height, left, right, top, bottom = 380, 190, 36, 10, 10, 32
+    plot_w, plot_h = width - left - right, height - top - bottom
+    traces = [(lane, colour) for lane, colour in ((ar, AR_COLOUR), (sp, SPEC_COLOUR)) if lane is not None]
+    seconds = max([lane.seconds for lane, _ in traces] + [0.0])
+    x_max = _nice(seconds) if seconds > 0 else 1.0
+    y_max = max([max_new_tokens] + [lane.stats.new_tokens for lane, _ in traces])
+
+    def point(t: float, n: int) -> str:
+        return f"{left + plot_w * t / x_max:.1f},{top + plot_h * (1 - n / y_max):.1f}"
+
+    lines = []
+    for lane, colour in traces:
+        trace = lane.trace[:: max(1, len(lane.trace) // 400)] + lane.trace[-1:]  # at most ~400 points
+        points = " ".join([point(0, 0)] + [point(t, n) for t, n in trace])
+        lines.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2.5" stroke-linejoin="round"/>')
+    grid = []
+    for fraction in (0, 0.5, 1):
+        x = left + plot_w * fraction
+        y = top + plot_h * (1 - fraction)
+        grid.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" class="grid"/>')
+        grid.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" class="grid"/>')
+        grid.append(f'<text x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{_seconds_tick(x_max * fraction)}</text>')
+        grid.append(f'<text x="{left - 5}" y="{y + 4:.1f}" text-anchor="end">{y_max * fraction:.0f}</text>')
+    label = "Tokens produced against compute time"
+    if ar is not None and sp is not None:
+        label += f": autoregressive {ar.stats.new_tokens} tokens in {ar.seconds:.2f} s, speculative {sp.stats.new_tokens} in {sp.seconds:.2f} s"
+    svg = (
+        f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(label)}" class="race-svg">'
+        + "".join(grid) + "".join(lines)
+        + f'<text x="{left + plot_w / 2:.1f}" y="{height - 3}" text-anchor="middle" class="axis">compute time (s)</text>'
+        + f'<text x="11" y="{top + plot_h / 2:.1f}" text-anchor="middle" class="axis" transform="rotate(-90 11 {top + plot_h / 2:.1f})">tokens</text>'
+        + "</svg>"
+    )
+    key = (f'<div class="chart-key"><span><i style="background:{AR_COLOUR}"></i>autoregressive</span>'
+           f'<span><i style="background:{SPEC_COLOUR}"></i>speculative</span>'
+           '<span class="chart-note">steeper is faster; both clocks count compute only</span></div>')
+    return f'<div class="race-chart">{svg}{key}</div>'
+
+
+def _nice(value: float) -> float:
+    """A round axis end at or above `value`: 1, 2 or 5 times a power of ten."""
+    import math
+
+    power = 10 ** math.floor(math.log10(value))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= value)
+
+
+def _seconds_tick(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 or value == 0 else f"{value:g}"
+
+
+# --- The panes and their numbers ---------------------------------------------------------------
+
 
 def pane(lane: Lane | None, placeholder: str = "") -> str:
     if lane is None or (not lane.pieces and not lane.finished):
@@ -44,96 +190,143 @@ def seconds(value: float | None) -> str:
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
 
 
-def stats(lane: Lane | None, speculative: bool) -> str:
+def stats(lane: Lane | None, speculative: bool, k: int = 4) -> str:
     s = lane.stats if lane is not None else Stats()
+    decode = s.decode_tokens_per_second
     cells = [
-        cell("tokens/s", f"{s.tokens_per_second:.1f}", "new tokens / compute time"),
-        cell("time to first token", seconds(s.ttft_seconds), "prompt prefill plus the first step"),
-        cell("elapsed (compute)", seconds(s.seconds if s.ttft_seconds is not None else None), "time this method spent computing"),
+        cell("decode tokens/s", f"{decode:.1f}" if decode else "–",
+             "tokens after the first ÷ compute time after the first token: decoding speed, prompt reading left out"),
+        cell("time to first token", seconds(s.ttft_seconds), "reading the prompt (prefill), which gives the first token"),
+        cell("compute time", seconds(s.seconds if s.ttft_seconds is not None else None), "time this method spent computing"),
         cell("new tokens", str(s.new_tokens)),
         cell("target calls", str(s.target_calls), "forward passes of the target model, prefill included"),
     ]
     if not speculative:
         return f'<div class="stats">{"".join(cells)}</div>'
     cells += [
-        cell("acceptance rate", f"{s.acceptance_rate:.0%}" if s.drafted else "–", f"{s.accepted} of {s.drafted} verified draft tokens kept (free guesses included)"),
         cell("tokens per target call", f"{s.tokens_per_target_call:.2f}", "autoregressive decoding makes exactly 1"),
+        cell("drafts kept", f"{s.acceptance_rate:.0%}" if s.drafted else "–",
+             f"{s.accepted} of {s.drafted} verified draft tokens kept (free guesses included)"),
     ]
-    return f'<div class="stats">{"".join(cells)}</div>{histogram(s)}'
+    return f'<div class="stats">{"".join(cells)}</div>{histogram(s, k)}'
 
 
-def histogram(s: Stats) -> str:
-    """Draft tokens kept per verifying target call, as small bars."""
+def histogram(s: Stats, k: int) -> str:
+    """Target calls by how many drafts they kept, each bar saying what it is; plain steps apart."""
     counts = s.accepted_histogram
     if not counts and not s.plain_steps:
         return ""
     top = max([*counts, s.plain_steps, 1])
-    rows = [
-        f'<div class="bar-row"><span class="bar-label">{n} kept</span>'
-        f'<span class="bar" style="width:{100 * count / top:.0f}%"></span><span class="bar-count">{count}</span></div>'
-        for n, count in enumerate(counts)
-    ]
+    rows = []
+    for n, count in enumerate(counts):
+        if n == 0:
+            kind, meaning = "none", f"All {k} drafts rejected: the call still adds 1 token, the target's correction."
+        elif n >= k:
+            kind, meaning = "all", f"All {k} drafts kept, plus the target's bonus token: {n + 1} tokens from one call."
+        else:
+            kind, meaning = "kept", f"{n} drafts kept, then the target's correction: {n + 1} tokens from one call."
+        label = f"{n} of {k} kept"
+        rows.append(_bar(label, count, top, kind, meaning, f"→ {n + 1} token{'s' if n else ''} each"))
     if s.plain_steps:
-        rows.append(
-            f'<div class="bar-row"><span class="bar-label">no draft</span>'
-            f'<span class="bar plain" style="width:{100 * s.plain_steps / top:.0f}%"></span>'
-            f'<span class="bar-count">{s.plain_steps}</span></div>'
-        )
-    return f'<div class="hist"><div class="hist-title">Draft tokens kept per target call</div>{"".join(rows)}</div>'
+        rows.append(_bar(
+            "no draft", s.plain_steps, top, "plain",
+            "Plain target steps: dynamic K measured that drafting would not pay here, so it skipped it (1 token each).",
+            "plain steps, 1 token each",
+        ))
+    caption = (f"Each verify call checks K = {k} drafts and keeps the ones the target agrees with, plus one token "
+               "of its own. <span class=\"key-none\">Orange</span>: none kept. <span class=\"key-plain\">Grey</span>: "
+               "plain steps, where dynamic K judged drafting not worth it.")
+    return (f'<div class="hist"><div class="hist-title">Target calls by drafts kept</div>'
+            f'<div class="hist-caption">{caption}</div>{"".join(rows)}</div>')
+
+
+def _bar(label: str, count: int, top: int, kind: str, meaning: str, note: str) -> str:
+    return (f'<div class="bar-row" title="{html.escape(meaning)}"><span class="bar-label">{html.escape(label)}</span>'
+            f'<span class="bar-track"><span class="bar bar-{kind}" style="width:{100 * count / top:.0f}%"></span></span>'
+            f'<span class="bar-count">{count} <small>{html.escape(note)}</small></span></div>')
+
+
+# --- Where the race stands, and its summary ----------------------------------------------------
+
+
+def status(message: str = "", kind: str = "info") -> str:
+    """The line next to Race: waiting, busy, loading, racing, stopped, or what went wrong."""
+    return f'<div class="status status-{kind}" role="status">{message}</div>'
 
 
 def summary(message: str, kind: str = "info") -> str:
     return f'<div class="summary summary-{kind}">{message}</div>'
 
 
-def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, pair: Preset, drafter: str) -> str:
-    if result.stopped:
-        return summary("Stopped. The numbers above cover the tokens produced until then.", "info")
-    how = "prompt lookup" if drafter == PROMPT_LOOKUP else "a draft model"
-    k = f"K={config.num_assistant_tokens}" + (" (dynamic)" if config.dynamic_k else "")
-    if result.speedup is not None:
-        ratio = result.speedup
-        winner = f"<b>{ratio:.2f}× faster</b>" if ratio >= 1 else f"<b>{1 / ratio:.2f}× slower</b>"
-        speed = (f"Speculative with {how}, {k}: {winner} — {sp.stats.tokens_per_second:.1f} vs "
-                 f"{ar.stats.tokens_per_second:.1f} tokens/s, both measured.")
-    else:
+def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, precision_is_exact: bool) -> str:
+    """The summary under the panes: how fast each decoded, and whether the texts agree."""
+    if ar.stats.new_tokens == 0 and sp.stats.new_tokens == 0:
         speed = "No tokens were generated, so there is no speed to compare."
+    else:
+        speed = (f"Decoding: speculative {sp.stats.decode_tokens_per_second:.1f} vs autoregressive "
+                 f"{ar.stats.decode_tokens_per_second:.1f} tokens/s; time to first token {seconds(sp.stats.ttft_seconds)} "
+                 f"vs {seconds(ar.stats.ttft_seconds)} (reading the prompt, the same work for both).")
+    if result.stopped == CANCELLED:
+        speed = "Stopped. " + speed
+    elif result.stopped == OUT_OF_TIME:
+        speed = "Stopped: the race reached this server's time limit. " + speed
     if result.identical is None:
         same = (f"Sampling at temperature {config.temperature:g}: the texts may differ, but both follow the "
                 "target model's distribution.")
     elif result.identical:
-        same = f"Greedy: the two texts are <b>identical</b>, token for token ({len(ar.token_ids)} tokens). ✓"
+        same = f"Greedy: the two texts are <b>identical</b>, token for token ({min(len(ar.token_ids), len(sp.token_ids))} tokens). ✓"
     else:
         same = f"Greedy: the texts <b>differ</b> from token {result.first_difference + 1} on."
-        if pair.precision != F32:
-            same += (" At the CPU's default precision (bf16 on many CPUs), checking K tokens in one pass can "
-                     "round a near-tie differently from one-by-one decoding. Tick <i>Exact (f32)</i> under "
-                     "Advanced for texts identical token for token (its verify calls cost more).")
+        if not precision_is_exact:
+            same += " " + DIFFER_AT_DEFAULT
     return summary(f"{speed}<br>{same}", "done")
 
 
-def outputs(update: RaceUpdate, config: GenerationConfig, pair: Preset, drafter: str) -> tuple[str, str, str, str, str]:
-    """(ar pane, spec pane, ar stats, spec stats, summary) for one update of the race."""
-    ar, sp = update.autoregressive, update.speculative
+Outputs = tuple  # (status, speed-up, chart, ar pane, spec pane, ar stats, spec stats, summary); None leaves one as it is
+
+
+def outputs(update: RaceUpdate, config: GenerationConfig, drafter: str, precision_is_exact: bool, time_limit: float | None) -> Outputs:
+    """What one update of the race changes on the page. While a race waits, or its models load, the
+    previous race stays on screen."""
+    keep = (None,) * 7
+    if update.phase == WAITING:
+        ahead = update.ahead or 0
+        return (status(f"⏳ waiting: {ahead} ahead", "waiting"), *keep)
+    if update.phase == BUSY:
+        running, waiting = update.waiting or (0, 0)
+        return (status(f"The server is busy ({running} racing, {waiting} waiting): try again in a minute.", "busy"), *keep)
     if update.phase == LOADING:
-        lines = "<br>".join(f"{html.escape(role)}: {html.escape(message)}" for role, message in update.loading.items())
-        message = summary(f"Loading models ({update.loading_seconds:.0f} s; only the first use of a pair waits)<br>{lines}", "loading")
-        blank = pane(None, "Waiting for the models…")
-        return blank, blank, stats(None, False), stats(None, True), message
-    if update.verdict is not None and ar is not None:
-        message = verdict(update.verdict, ar, sp, config, pair, drafter)
-    elif update.verdict is not None:
-        message = summary("Stopped. The models keep loading in the background, so the next run starts sooner.")
-    else:
+        lines = "".join(f"<br>{html.escape(role)}: {html.escape(message)}" for role, message in update.loading.items())
+        return (status(f"Loading models ({update.loading_seconds:.0f} s; only a pair's first use waits){lines}", "loading"), *keep)
+    ar, sp = update.autoregressive, update.speculative
+    if ar is None:  # stopped before the race began
+        return (status("Stopped before the race began.", "info"), *keep)
+    how = " with prompt lookup" if drafter == PROMPT_LOOKUP else " with a draft model"
+    ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
+    result = update.verdict
+    if update.phase == RACING:
+        line = status("Racing…", "racing")
         message = summary(f"Racing… autoregressive {ar.stats.new_tokens} tokens, speculative {sp.stats.new_tokens} tokens "
                           f"(after {ar.seconds:.2f} s and {sp.seconds:.2f} s of compute).")
-    return pane(ar), pane(sp), stats(ar, False), stats(sp, True), message
+    else:
+        if result.stopped == OUT_OF_TIME:
+            limit = f" of {time_limit:.0f} s" if time_limit else ""
+            line = status(f"Stopped at this server's time limit{limit} per race.", "info")
+        elif result.stopped:
+            line = status("Stopped.", "info")
+        else:
+            line = status("", "info")
+        message = verdict(result, ar, sp, config, precision_is_exact)
+    k = config.num_assistant_tokens
+    return (
+        line, speedup(ex, result if update.phase in (DONE, STOPPED) else None, how),
+        race_chart(ar, sp, config.max_new_tokens), pane(ar), pane(sp), stats(ar, False), stats(sp, True, k), message,
+    )
 
 
-def failure(message: str) -> tuple[str, str, str, str, str]:
-    """The outputs after a race failed: the message stays on the page under the panes."""
-    blank = pane(None, "No output.")
-    return blank, blank, stats(None, False), stats(None, True), summary(html.escape(message), "error")
+def failure(message: str) -> Outputs:
+    """A failed race: its sentence next to Race; the previous race stays on screen."""
+    return (status(html.escape(message), "error"), *(None,) * 7)
 
 
 def preparing(label: str, message: str, instead: str) -> str:

@@ -33,6 +33,7 @@ class ModelKey:
     weight_format: str = INT8  # compression, when the engine converts the model itself
     precision: str = DEFAULT_PRECISION  # F32 or DEFAULT_PRECISION
     device: str = "CPU"  # the OpenVINO device it is compiled for
+    hub_only: bool = False  # a visitor's model on a shared server: a Hub id, never a path on the server
 
 
 @dataclass

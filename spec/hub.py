@@ -26,6 +26,16 @@ def reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+def cached(repo_id: str) -> bool:
+    """Whether the Hugging Face cache holds `repo_id` (its config.json), so it works offline."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # an id the cache cannot even look up is not cached
+        return False
+
+
 def download(repo_id: str, report: ProgressFn) -> Path:
     """Download (or find in the Hugging Face cache) the files of `repo_id` this app needs."""
     import httpx

@@ -28,6 +28,13 @@ class Stats:
         return self.new_tokens / self.seconds if self.seconds > 0 else 0.0
 
     @property
+    def decode_tokens_per_second(self) -> float:
+        """Tokens after the first ÷ compute time after the first token: decoding speed, prefill left out."""
+        if self.ttft_seconds is None or self.new_tokens < 2 or self.seconds <= self.ttft_seconds:
+            return 0.0
+        return (self.new_tokens - 1) / (self.seconds - self.ttft_seconds)
+
+    @property
     def acceptance_rate(self) -> float:
         return self.accepted / self.drafted if self.drafted else 0.0
 
@@ -58,6 +65,7 @@ class Stats:
         out = asdict(self)
         out.update(
             tokens_per_second=self.tokens_per_second,
+            decode_tokens_per_second=self.decode_tokens_per_second,
             acceptance_rate=self.acceptance_rate,
             tokens_per_target_call=self.tokens_per_target_call,
         )

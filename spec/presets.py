@@ -11,6 +11,7 @@ token->id mapping and the special tokens, so a real difference there is reported
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFTERS, HYBRID, INT8, PROMPT_LOOKUP
 from spec.embedded import DEFAULT_REF, QUICK_REF
@@ -48,6 +49,15 @@ class Preset:
         if drafter != PROMPT_LOOKUP and not draft:
             raise ValueError("This pair has no draft model: choose prompt lookup, or type a draft model in the custom pair.")
         return target, draft if drafter != PROMPT_LOOKUP else None
+
+    def unavailable(self, hub_reachable: bool, cached: Callable[[str], bool]) -> str | None:
+        """Why this pair cannot run on this server, or None when it can: a Hub pair needs the Hub,
+        or its models already in the Hugging Face cache (`cached(ref)`)."""
+        if not self.needs_hub or hub_reachable or self.label == CUSTOM:
+            return None
+        if all(cached(ref) for ref in (self.target, self.draft) if ref):
+            return None
+        return "the Hugging Face Hub cannot be reached from this server and its models are not cached here"
 
 
 PRESETS: tuple[Preset, ...] = (

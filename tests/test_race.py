@@ -1,13 +1,22 @@
-"""The race the Space shows: loading, alternating by compute time, and the verdict."""
+"""The race the Space shows: waiting its turn, loading, alternating by compute time, its limits,
+the verdict, and why speculative wins or loses."""
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
-from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, SPECULATIVE, GenerationConfig, ModelKey
+import pytest
+
+from spec.adaptive_k import expected_tokens
+from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig, ModelKey
 from spec.metrics import Stats
-from spec.race import DONE, LOADING, RACING, STOPPED, Lane, race, run_race, verdict
+from spec.race import (
+    BUSY, DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, WAITING, Lane, Limits, PromptTooLong,
+    explain, race, run_race, verdict,
+)
 from spec.registry import ModelRegistry
+from spec.sessions import RoomFull, WaitingRoom
 from tests.conftest import models_dir_at
 
 
@@ -53,7 +62,9 @@ def test_stop_ends_both_lanes_with_a_stopped_verdict(tiny_pairs):
 
 
 def _lane(token_ids: list[int], tokens_per_second: float) -> Lane:
-    stats = Stats(new_tokens=len(token_ids), seconds=len(token_ids) / tokens_per_second, stop_reason="max_new_tokens")
+    """A finished lane whose first token came after 1 s, then decoded at `tokens_per_second`."""
+    seconds = 1.0 + (len(token_ids) - 1) / tokens_per_second
+    stats = Stats(new_tokens=len(token_ids), seconds=seconds, ttft_seconds=1.0, stop_reason="max_new_tokens")
     return Lane(AUTOREGRESSIVE, iter(()), token_ids=token_ids, stats=stats, finished=True)
 
 
@@ -91,3 +102,118 @@ def test_stop_while_loading_leaves_the_models_loading(tiny_checkpoints, tiny_mod
         while key not in registry.loaded() and time.monotonic() < deadline:
             time.sleep(0.05)
     assert key in registry.loaded()
+
+
+def test_time_budget_stops_both_lanes_and_says_why(tiny_pairs):
+    target, draft = tiny_pairs["llama"]
+    updates = list(run_race("Tell me a story", target, draft, DRAFT_MODEL, GenerationConfig(max_new_tokens=400), threading.Event(), max_seconds=0.0))
+    final = updates[-1]
+    assert final.phase == STOPPED and final.verdict.stopped == OUT_OF_TIME
+    assert not final.autoregressive.finished and not final.speculative.finished
+
+
+def test_a_short_race_is_not_a_verdict(tiny_pairs):
+    target, draft = tiny_pairs["llama"]
+    config = GenerationConfig(max_new_tokens=MIN_TOKENS_FOR_VERDICT - 1, num_assistant_tokens=4, dynamic_k=False)
+    final = list(run_race("The quick brown fox", target, draft, DRAFT_MODEL, config, threading.Event()))[-1]
+    assert final.verdict.speedup is not None and not final.verdict.settled
+    config = GenerationConfig(max_new_tokens=MIN_TOKENS_FOR_VERDICT, num_assistant_tokens=4, dynamic_k=False)
+    final = list(run_race("The quick brown fox", target, draft, DRAFT_MODEL, config, threading.Event()))[-1]
+    assert final.verdict.settled
+
+
+def test_decode_speed_leaves_the_prefill_out():
+    stats = Stats(new_tokens=11, seconds=3.0, ttft_seconds=1.0)
+    assert stats.decode_tokens_per_second == 5.0  # 10 tokens after the first, in the 2 s after it
+    assert Stats(new_tokens=1, seconds=1.0, ttft_seconds=1.0).decode_tokens_per_second == 0.0
+
+
+def test_the_explanation_follows_leviathan_from_the_measured_costs():
+    k = 4
+    ar = Stats(new_tokens=41, seconds=4.1, ttft_seconds=0.1, plain_steps=40, target_seconds=4.0)  # 100 ms a step
+    # 10 verify calls of 120 ms: 4 kept all 4, 6 kept 1 (then a correction); 2 plain steps of 100 ms.
+    sp = Stats(
+        new_tokens=1 + 4 * 5 + 6 * 2 + 2, seconds=1.8, ttft_seconds=0.1, plain_steps=2, target_seconds=1.4,
+        verify_seconds=1.2, draft_seconds=0.0, drafted=40, accepted=4 * 4 + 6 * 1, accepted_histogram=[0, 6, 0, 0, 4],
+        target_calls=13,
+    )
+    ex = explain(ar, sp, k)
+    assert abs(ex.verify_cost - 1.2) < 1e-9 and ex.draft_cost == 0.0
+    alpha = 22 / (22 + 6)  # kept drafts over kept drafts plus rounds ended by a rejection
+    assert abs(ex.alpha - alpha) < 1e-9
+    rounds = 10 * expected_tokens(alpha, k)
+    assert abs(ex.predicted - (rounds + 2) / (10 * 1.2 + 2)) < 1e-9
+    assert abs(ex.tokens_per_call - sp.new_tokens / 13) < 1e-9
+    assert abs(ex.speedup - sp.decode_tokens_per_second / ar.decode_tokens_per_second) < 1e-9
+    no_rounds = explain(ar, Stats(new_tokens=5, seconds=0.5, ttft_seconds=0.1, plain_steps=4, target_seconds=0.4), k)
+    assert no_rounds.predicted is None and no_rounds.alpha is None and no_rounds.verify_seconds is None
+
+
+@pytest.fixture
+def loaded(tiny_checkpoints, tiny_models_dir):
+    """A registry holding the tiny target (f32), and its key."""
+    registry = ModelRegistry()
+    key = ModelKey(str(tiny_checkpoints[0]), "fp32", "f32")
+    with models_dir_at(tiny_models_dir):
+        registry.get(key)
+    return registry, key
+
+
+def test_a_prompt_too_long_is_refused_before_it_waits(loaded):
+    registry, key = loaded
+    room = WaitingRoom(1, 4)
+    with room.ticket():  # the one slot is taken: a race would wait
+        long_prompt = "one two three four " * 200
+        started = time.monotonic()
+        with pytest.raises(PromptTooLong, match=r"at most 100 tokens"):
+            next(race(long_prompt, key, None, PROMPT_LOOKUP, GenerationConfig(max_new_tokens=8), registry,
+                      threading.Event(), Limits(max_prompt_tokens=100), room))
+        assert time.monotonic() - started < 1.0
+        # The model's context (512 tokens for the tiny model) bounds the prompt and the answer together.
+        with pytest.raises(PromptTooLong, match=r"context of 512 tokens"):
+            next(race("one two three " * 40, key, None, PROMPT_LOOKUP, GenerationConfig(max_new_tokens=400), registry,
+                      threading.Event(), Limits(max_prompt_tokens=1000), room))
+        assert room.counts() == (1, 0), "a refused race must not keep a place in line"
+
+
+def test_a_waiting_race_says_how_many_are_ahead_and_a_full_room_says_busy(loaded):
+    registry, key = loaded
+    room = WaitingRoom(1, 1)
+    config = GenerationConfig(max_new_tokens=4)
+    with room.ticket():
+        waiting = race("Hello", key, None, PROMPT_LOOKUP, config, registry, threading.Event(), Limits(), room)
+        first = next(waiting)
+        assert first.phase == WAITING and first.ahead == 1
+        busy = list(race("Hello", key, None, PROMPT_LOOKUP, config, registry, threading.Event(), Limits(), room))
+        assert [u.phase for u in busy] == [BUSY] and busy[0].waiting == (1, 1)
+    rest = list(waiting)  # the slot is free: the waiting race runs to the end
+    assert rest[-1].phase == DONE and room.counts() == (0, 0)
+
+
+def test_stop_while_waiting_gives_up_the_place_without_racing(loaded):
+    registry, key = loaded
+    room, cancel = WaitingRoom(1, 2), threading.Event()
+    with room.ticket():
+        waiting = race("Hello", key, None, PROMPT_LOOKUP, GenerationConfig(max_new_tokens=4), registry, cancel, Limits(), room)
+        assert next(waiting).phase == WAITING
+        cancel.set()
+        updates = list(waiting)
+        assert updates[-1].phase == STOPPED and updates[-1].autoregressive is None
+        assert room.counts() == (1, 0)
+
+
+def test_the_waiting_room_admits_in_arrival_order_and_turns_away_past_its_line():
+    room = WaitingRoom(2, 2)
+    first, second = contextlib.ExitStack(), contextlib.ExitStack()
+    a = first.enter_context(room.ticket())
+    b = second.enter_context(room.ticket())
+    with room.ticket() as c, room.ticket() as d:
+        assert a.admitted and b.admitted and a.ahead == 0
+        assert not c.admitted and (c.ahead, d.ahead) == (2, 3)
+        with pytest.raises(RoomFull):
+            with room.ticket():
+                pass
+        first.close()  # the first race ends: the longest waiting one gets its slot
+        assert c.admitted and c.wait(0) and d.ahead == 2 and not d.admitted
+    second.close()
+    assert room.counts() == (0, 0)

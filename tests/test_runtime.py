@@ -87,3 +87,19 @@ def test_a_finished_generation_hands_its_request_to_the_next_one_empty(tiny_pair
         first.forward([1])  # a released cache cannot be used by mistake
     second.release()
     other.release()
+
+
+def test_a_large_generation_gives_its_memory_back_instead_of_pooling_it(tiny_pairs):
+    """A long prompt grows the request's state and the model's scratch buffers: neither is kept."""
+    from spec.runtime import _POOL_MAX_WIDTH
+
+    target, _ = tiny_pairs["llama"]
+    large = target.model.new_cache()
+    large.forward(list(range(4, 4 + _POOL_MAX_WIDTH + 1)), keep=1)
+    request = large._request
+    large.release()
+    assert not target.model._grown, "the compiled model still holds the large call's buffers"
+    after = target.model.new_cache()
+    assert after._request is not request, "a request that grew large went back to the pool"
+    np.testing.assert_allclose(after.forward([9, 300]), target.model.new_cache().forward([9, 300]), atol=1e-5)
+    after.release()
