@@ -23,7 +23,7 @@ import gradio as gr
 import render
 from spec import hub
 from spec import library_output
-from spec.config import DRAFT_MODEL, F32, PROMPT_LOOKUP, GenerationConfig, ModelKey
+from spec.config import DRAFT_MODEL, F32, HYBRID, PROMPT_LOOKUP, GenerationConfig, ModelKey
 from spec.embedded import QUICK_REF
 from spec.errors import ModelError
 from spec.presets import CUSTOM, PRESETS, Preset
@@ -102,7 +102,7 @@ room = WaitingRoom(CONCURRENCY, MAX_QUEUE)  # races take turns here, and a queue
 _hub: dict[str, bool | None] = {"reachable": None}  # None until the start-up check has answered
 
 # The drafters the page offers, in the order shown; a pair offers those in its Preset.drafters.
-DRAFTER_CHOICES = [("Draft model", DRAFT_MODEL), ("Prompt lookup", PROMPT_LOOKUP)]
+DRAFTER_CHOICES = [("Hybrid", HYBRID), ("Draft model", DRAFT_MODEL), ("Prompt lookup", PROMPT_LOOKUP)]
 
 EXAMPLES = [  # (label: what it shows, prompt); each tried on the default pair (README, "The Space")
     (
@@ -183,7 +183,8 @@ DESCRIPTION = f"""
 **Autoregressive:** the target model writes one token per forward pass. **Speculative:** a drafter
 guesses the next K tokens and the target checks them all in *one* pass, keeping those it would have
 chosen itself. The drafter is **prompt lookup**, which copies spans of the prompt (edits, fixes,
-rewrites), or a small **draft model**. {render.SAME_TEXT_PROMISE}
+rewrites), a small **draft model** (even one with another tokenizer), or the **hybrid**, which
+picks the better of the two each round. {render.SAME_TEXT_PROMISE}
 """
 
 MEASUREMENT = f"""

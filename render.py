@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 
-from spec.config import PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
+from spec.config import HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
 from spec.metrics import Stats
 from spec.race import (
     BUSY, CANCELLED, DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, WAITING,
@@ -15,7 +15,8 @@ from spec.race import (
 )
 
 KIND_LABELS = {  # the speculative pane's colours: (legend label, what it means)
-    "accepted": ("accepted draft", "a draft token the target kept"),
+    "accepted": ("accepted draft", "a token the draft model proposed and the target kept"),
+    "lookup": ("accepted lookup", "a token copied from the prompt (prompt lookup) that the target kept"),
     "correction": ("correction", "the target's own token where it rejected a draft"),
     "bonus": ("bonus", "the target's extra token after it kept every draft"),
     "target": ("target step", "a plain target step, made without a draft"),
@@ -208,6 +209,9 @@ def stats(lane: Lane | None, speculative: bool, k: int = 4) -> str:
         cell("drafts kept", f"{s.acceptance_rate:.0%}" if s.drafted else "–",
              f"{s.accepted} of {s.drafted} verified draft tokens kept (free guesses included)"),
     ]
+    if s.accepted_lookup and s.accepted > s.accepted_lookup:  # the hybrid: say what each source gave
+        cells.append(cell("kept from lookup / draft", f"{s.accepted_lookup} / {s.accepted - s.accepted_lookup}",
+                          "accepted tokens copied from the prompt (prompt lookup) / proposed by the draft model"))
     return f'<div class="stats">{"".join(cells)}</div>{histogram(s, k)}'
 
 
@@ -301,7 +305,7 @@ def outputs(update: RaceUpdate, config: GenerationConfig, drafter: str, precisio
     ar, sp = update.autoregressive, update.speculative
     if ar is None:  # stopped before the race began
         return (status("Stopped before the race began.", "info"), *keep)
-    how = " with prompt lookup" if drafter == PROMPT_LOOKUP else " with a draft model"
+    how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
     result = update.verdict
     if update.phase == RACING:

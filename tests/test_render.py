@@ -70,3 +70,16 @@ def test_waiting_and_busy_are_status_lines_that_leave_the_last_race_on_screen():
     assert "try again in a minute" in busy[0] and "error" not in busy[0] and busy[1:] == (None,) * 7
     failed = render.failure("The prompt is <too> long.")
     assert "status-error" in failed[0] and "&lt;too&gt;" in failed[0] and failed[1:] == (None,) * 7
+
+
+def test_the_hybrid_tells_lookup_from_draft_in_colour_and_stats():
+    step = Step([1, 2, 3], ["lookup", "accepted", "bonus"], [("a", "lookup"), ("b", "accepted"), ("c", "bonus")], "", Stats(), True)
+    lane = Lane(SPECULATIVE, iter([step]), stats=Stats(new_tokens=3, drafted=4, accepted=3, accepted_lookup=2, target_calls=2))
+    lane.advance()
+    pane = render.pane(lane)
+    assert '<span class="tok tok-lookup">a</span>' in pane and '<span class="tok tok-accepted">b</span>' in pane
+    assert "tok-lookup" in render.LEGEND and "tok-accepted" in render.LEGEND
+    lane.stats = Stats(new_tokens=3, drafted=4, accepted=3, accepted_lookup=2, target_calls=2)
+    assert "2 / 1" in render.stats(lane, speculative=True) and "kept from lookup / draft" in render.stats(lane, True)
+    lane.stats = Stats(new_tokens=3, drafted=4, accepted=3, accepted_lookup=0, target_calls=2)  # a draft model alone
+    assert "kept from lookup" not in render.stats(lane, True)
