@@ -522,7 +522,9 @@ def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
                   f"in this run (max over a 2 GiB int8 array in 2 threads): {roofline['bandwidth'] / 1e9:.1f} GB/s, so at "
                   f"most {roofline['tokens_per_second']:.1f} tokens/s. A 1-token target call here takes "
                   f"{t1 * 1000:.1f} ms = {1 / t1:.1f} tokens/s: **{roofline['step_share']:.2f} of the roofline**.", ""]
-    phased = sorted((i for i, x in enumerate(plan.settings) if x.engine == OURS and not x.sampled and report["summaries"][i].get("ms_per_token")),
+    # The f32 exactness runs are there for their text only (run once, at another precision): not timed here.
+    phased = sorted((i for i, x in enumerate(plan.settings) if x.engine == OURS and not x.sampled and not x.exactness
+                     and report["summaries"][i].get("ms_per_token")),
                     key=lambda i: (plan.settings[i].max_new_tokens, plan.settings[i].prompt_set))
     if phased:
         lines += ["Time per generated token in our runs, by phase (ms; medians are not used here: sums over all "
@@ -534,7 +536,7 @@ def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
             lines.append(f"| {plan.settings[i].method} · N={plan.settings[i].max_new_tokens} · {plan.settings[i].prompt_set} | {sum(ms.values()):.1f} | "
                          f"{ms['prefill']:.1f} | {ms['draft']:.1f} | {ms['target']:.1f} | {ms['other']:.1f} |")
         lines.append("")
-    ar = [i for i, x in enumerate(plan.settings) if x.engine == OURS and x.mode == AR and not x.sampled]
+    ar = [i for i, x in enumerate(plan.settings) if x.engine == OURS and x.mode == AR and not x.sampled and not x.exactness]
     if ar:
         best = max(ar, key=lambda i: plan.settings[i].max_new_tokens)
         rate = report["summaries"][best]["tokens_per_second"]

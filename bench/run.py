@@ -333,12 +333,12 @@ def _tokenize(plan: Plan) -> tuple[object, dict[tuple[str, int], list[int]], lis
 def write_outputs(report: dict, plan: Plan, out: Path) -> str:
     """Write <name>.json, <name>.md and <name>.png into `out`; return the markdown."""
     out.mkdir(parents=True, exist_ok=True)
-    base = out / report["name"]
+    base = out / report["name"]  # a name may hold dots ("qwen2.5-coder-1.5b"): append, never replace, a suffix
     text = markdown(report, plan)
-    _write(base.with_suffix(".json"), json.dumps(report, indent=1, default=str))
-    _write(base.with_suffix(".md"), text)
+    _write(out / f"{report['name']}.json", json.dumps(report, indent=1, default=str))
+    _write(out / f"{report['name']}.md", text)
     try:
-        plot(report, plan, base.with_suffix(".png"))
+        plot(report, plan, out / f"{report['name']}.png")
         _progress(f"wrote {base}.json, .md and .png")
     except ModuleNotFoundError:  # the numbers matter more than the picture: keep them
         _progress(f"wrote {base}.json and .md; no plot: matplotlib is not installed (pip install -r requirements-bench.txt)")
