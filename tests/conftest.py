@@ -48,6 +48,33 @@ def models_dir_at(path: Path):
             os.environ["SPEC_MODELS_DIR"] = old
 
 
+# The user's conversion cache (models/cache unless SPEC_MODELS_DIR says otherwise), read before any
+# fixture moves it: the few tests that need a real model prepare it there, once, like the app.
+REAL_MODELS_DIR = os.environ.get("SPEC_MODELS_DIR")
+
+
+@contextlib.contextmanager
+def real_models_dir():
+    """SPEC_MODELS_DIR as the user had it, for a test that needs a real model (it says so)."""
+    saved = os.environ.pop("SPEC_MODELS_DIR", None)
+    if REAL_MODELS_DIR:
+        os.environ["SPEC_MODELS_DIR"] = REAL_MODELS_DIR
+    try:
+        yield
+    finally:
+        os.environ.pop("SPEC_MODELS_DIR", None)
+        if saved is not None:
+            os.environ["SPEC_MODELS_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tiny_conversions_stay_out_of_the_real_cache(tiny_models_dir):
+    """Whatever a test converts (a custom pair typed on the page, a load that finishes after its test)
+    goes to the session's temporary cache, never into the user's models/cache."""
+    with models_dir_at(tiny_models_dir):
+        yield
+
+
 def load_tiny(path: Path, models_dir: Path):
     """Convert (fp32, cached for the session) and load a tiny checkpoint at f32 precision."""
     from spec.config import ModelKey

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from spec.cli import main
-from tests.conftest import models_dir_at
+from tests.conftest import models_dir_at, real_models_dir
 
 REPO = Path(__file__).resolve().parents[1]
 KEYS = {"text", "token_ids", "new_tokens", "seconds", "tokens_per_second", "ttft_seconds",
@@ -85,7 +85,8 @@ def test_json_stays_alone_on_stdout_while_a_model_converts(tmp_path, tiny_checkp
 @pytest.mark.parametrize("mode", ["autoregressive", "speculative"])
 def test_runs_offline_on_the_quick_embedded_model(mode):
     """A real model, from the real command line, with the Hub unreachable."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with real_models_dir():  # prepared once, in the user's cache, like the app
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
         [sys.executable, "-m", "spec", "run", "--target", "embedded:SmolLM2-135M-Instruct", "--prompt-lookup",
          "--prompt", "Rewrite politely: give me the report now.",

@@ -1,13 +1,12 @@
 """The signature test and its neighbours: speculative decoding changes the speed, never the output."""
 from __future__ import annotations
 
-
 import pytest
 
 from spec.config import GenerationConfig
 from spec.engine import generate
 from spec.generation import ACCEPTED, BONUS, CORRECTION, TARGET
-from tests.conftest import assert_follows, exact_first_tokens
+from tests.conftest import assert_follows, exact_first_tokens, real_models_dir
 
 PROMPTS = [
     "The quick brown fox jumps over the lazy dog. The quick brown fox",
@@ -50,7 +49,8 @@ def test_greedy_equality_holds_on_the_real_int8_model_at_f32():
     from spec.config import ModelKey
     from spec.registry import load_model
 
-    target = load_model(ModelKey(None, "int8", "f32"))
+    with real_models_dir():
+        target = load_model(ModelKey(None, "int8", "f32"))
     prompt = "Summarize in two sentences: The city council met on Tuesday to discuss the new bike lanes. " \
         "Residents spoke for and against. The council voted 5 to 2 to build the lanes next spring."
     want, _, _ = run(prompt, target, "autoregressive", max_new_tokens=64)

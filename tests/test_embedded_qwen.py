@@ -7,29 +7,30 @@ runs, the app and the benchmark reuse what it prepared.
 """
 from __future__ import annotations
 
-import os
 import resource
 
 import pytest
 
-from spec.config import AUTOREGRESSIVE, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig, ModelKey
+from spec.config import (
+    AUTOREGRESSIVE,
+    PROMPT_LOOKUP,
+    SPECULATIVE,
+    GenerationConfig,
+    ModelKey,
+)
 from spec.embedded import DEFAULT_REF, QwenCoder
 from spec.engine import generate
 from spec.progress import phase_of
 from spec.registry import load_model
+from tests.conftest import real_models_dir
 
-USER_MODELS_DIR = os.environ.get("SPEC_MODELS_DIR")  # read before any fixture moves it
 EDIT = "Add type hints to this function and keep everything else as it is.\n\ndef scale(values, factor):\n    return [v * factor for v in values]\n"
 
 
 @pytest.fixture(scope="module")
-def qwen(tmp_path_factory):
-    with pytest.MonkeyPatch.context() as patch:
-        if USER_MODELS_DIR:
-            patch.setenv("SPEC_MODELS_DIR", USER_MODELS_DIR)
-        else:
-            patch.delenv("SPEC_MODELS_DIR", raising=False)
-        reports = []
+def qwen():
+    reports = []
+    with real_models_dir():
         model = load_model(ModelKey(DEFAULT_REF, "int8", "f32"), lambda message, fraction: reports.append(message))
     return model, reports
 

@@ -1,0 +1,65 @@
+"""The page's examples raced on a pair as the page races them (spec.race.run_race), twice each:
+what each example shows, measured, for the README's table.
+
+    python -m bench.examples                       # the default pair (Qwen2.5-Coder-1.5B, prompt lookup)
+    python -m bench.examples --preset "Qwen2.5-Coder-1.5B + SmolLM2-135M draft (offline, across tokenizers)"
+
+Prints a Markdown table (decode speed-up, what Leviathan's formula predicted from the race's own
+measurements, tokens per target call, whether the greedy texts were identical), one row per example.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--preset", help="model pair as the page lists it (default: the page's default pair)")
+    parser.add_argument("--drafter", help="drafter (default: the pair's default)")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("SPEC_APP_PRELOAD", "0")
+    sys.path.insert(0, str(REPO))
+    import app  # the page's examples, presets and registry; importing starts no server
+    from spec.config import GenerationConfig, ModelKey
+    from spec.race import explain, run_race, warm_up
+
+    pair = app.PRESET_BY_LABEL.get(args.preset or app.DEFAULT_PRESET.label)
+    if pair is None:
+        parser.error(f"no pair {args.preset!r}; the page lists: {', '.join(app.PRESET_BY_LABEL)}")
+    drafter = args.drafter or pair.drafters[0]
+    target_ref, draft_ref = pair.models(drafter)
+    target = warm_up(app.registry.get(ModelKey(target_ref, pair.weight_format, pair.precision)))
+    draft = warm_up(app.registry.get(ModelKey(draft_ref, pair.weight_format, pair.precision))) if draft_ref else None
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=True)
+    print(f"{pair.label}, {drafter}, greedy, {args.max_new_tokens} new tokens, K={args.k}, dynamic K, "
+          f"{pair.precision} precision; median of {args.runs} races\n")
+    print("| example | decode speed-up | formula predicted | tokens per target call | greedy texts |")
+    print("| --- | --- | --- | --- | --- |")
+    for label, prompt in app.EXAMPLES:
+        speedups, predicted, per_call, identical = [], [], [], []
+        for _ in range(args.runs):
+            *_, last = run_race(prompt, target, draft, drafter, config, threading.Event())
+            why = explain(last.autoregressive.stats, last.speculative.stats, args.k)
+            speedups.append(why.speedup)
+            predicted.append(why.predicted or float("nan"))
+            per_call.append(why.tokens_per_call)
+            identical.append(last.verdict.identical)
+        same = "identical" if all(identical) else f"differ in {identical.count(False)} of {len(identical)}"
+        print(f"| {label} | {statistics.median(speedups):.2f}× | {statistics.median(predicted):.2f}× | "
+              f"{statistics.median(per_call):.2f} | {same} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
