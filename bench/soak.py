@@ -70,7 +70,8 @@ def _outcome(outputs) -> str:
     return "no verdict"
 
 
-def soak(url: str, pid: int, clients: int, minutes: float, preset: str, max_new_tokens: int, sample_seconds: float) -> dict:
+def soak(url: str, pid: int, clients: int, minutes: float, preset: str, drafter: str, max_new_tokens: int,
+         sample_seconds: float) -> dict:
     import psutil
     from gradio_client import Client
 
@@ -78,7 +79,7 @@ def soak(url: str, pid: int, clients: int, minutes: float, preset: str, max_new_
     prompts = _prompts()
     # One race first, not counted: the pair loads, and memory is measured from there.
     Client(url, verbose=False).predict(
-        prompt=prompts[0], preset_label=preset, custom_target="", custom_draft="", drafter="prompt-lookup", k=4,
+        prompt=prompts[0], preset_label=preset, custom_target="", custom_draft="", drafter=drafter, k=4,
         dynamic_k=True, temperature=0.0, top_p=1.0, seed=0, max_new_tokens=max_new_tokens, exact=False, api_name="/race",
     )
     outcomes: Counter = Counter()
@@ -97,7 +98,7 @@ def soak(url: str, pid: int, clients: int, minutes: float, preset: str, max_new_
             started = time.monotonic()
             try:
                 outputs = c.predict(
-                    prompt=prompt, preset_label=preset, custom_target="", custom_draft="", drafter="prompt-lookup",
+                    prompt=prompt, preset_label=preset, custom_target="", custom_draft="", drafter=drafter,
                     k=4, dynamic_k=True, temperature=0.0, top_p=1.0, seed=0, max_new_tokens=max_new_tokens, exact=False,
                     api_name="/race",
                 )
@@ -124,7 +125,7 @@ def soak(url: str, pid: int, clients: int, minutes: float, preset: str, max_new_
     rss.append(process.memory_info().rss)
     mib = [value / 2**20 for value in rss]
     return {
-        "clients": clients, "minutes": minutes, "preset": preset, "max_new_tokens": max_new_tokens,
+        "clients": clients, "minutes": minutes, "preset": preset, "drafter": drafter, "max_new_tokens": max_new_tokens,
         "requests": sum(outcomes.values()), "outcomes": dict(outcomes), "lost": lost,
         "race_seconds": {"median": sorted(seconds)[len(seconds) // 2] if seconds else None,
                          "max": max(seconds) if seconds else None},
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--minutes", type=float, default=10.0)
     parser.add_argument("--preset", default=QUICK_LABEL, help=f"model pair as the page lists it (default: {QUICK_LABEL})")
+    parser.add_argument("--drafter", default="prompt-lookup", help="hybrid, draft-model or prompt-lookup, as the pair offers")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--sample-seconds", type=float, default=5.0, help="how often to sample the server's memory")
     parser.add_argument("--json", type=Path, help="also write the result here")
@@ -154,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         server = _start_app(port, log)
         args.url, args.pid = f"http://127.0.0.1:{port}/", server.pid
     try:
-        result = soak(args.url, args.pid, args.clients, args.minutes, args.preset, args.max_new_tokens, args.sample_seconds)
+        result = soak(args.url, args.pid, args.clients, args.minutes, args.preset, args.drafter, args.max_new_tokens,
+                      args.sample_seconds)
     finally:
         if server is not None:
             server.terminate()

@@ -49,8 +49,10 @@ def test_greedy_equality_holds_on_the_real_int8_model_at_f32():
     from spec.config import ModelKey
     from spec.registry import load_model
 
-    with real_models_dir():
-        target = load_model(ModelKey(None, "int8", "f32"))
+    from spec.embedded import QUICK_REF
+
+    with real_models_dir():  # SmolLM2 by name: the default (None) is Qwen, whose preparation test_embedded_qwen watches
+        target = load_model(ModelKey(QUICK_REF, "int8", "f32"))
     prompt = "Summarize in two sentences: The city council met on Tuesday to discuss the new bike lanes. " \
         "Residents spoke for and against. The council voted 5 to 2 to build the lanes next spring."
     want, _, _ = run(prompt, target, "autoregressive", max_new_tokens=64)
