@@ -35,16 +35,16 @@ def tiny_models_dir(tmp_path_factory) -> Path:
 
 
 @contextlib.contextmanager
-def models_dir_at(path: Path):
-    """Point SPEC_MODELS_DIR at `path` while tiny models load, leaving the real cache to other tests."""
-    old = os.environ.get("SPEC_MODELS_DIR")
-    os.environ["SPEC_MODELS_DIR"] = str(path)
+def models_dir_at(path: Path | str | None):
+    """Point SPEC_MODELS_DIR at `path` (None: unset, the default models/cache) for the block."""
+    old = os.environ.pop("SPEC_MODELS_DIR", None)
+    if path:
+        os.environ["SPEC_MODELS_DIR"] = str(path)
     try:
         yield
     finally:
-        if old is None:
-            del os.environ["SPEC_MODELS_DIR"]
-        else:
+        os.environ.pop("SPEC_MODELS_DIR", None)
+        if old is not None:
             os.environ["SPEC_MODELS_DIR"] = old
 
 
@@ -53,18 +53,9 @@ def models_dir_at(path: Path):
 REAL_MODELS_DIR = os.environ.get("SPEC_MODELS_DIR")
 
 
-@contextlib.contextmanager
 def real_models_dir():
     """SPEC_MODELS_DIR as the user had it, for a test that needs a real model (it says so)."""
-    saved = os.environ.pop("SPEC_MODELS_DIR", None)
-    if REAL_MODELS_DIR:
-        os.environ["SPEC_MODELS_DIR"] = REAL_MODELS_DIR
-    try:
-        yield
-    finally:
-        os.environ.pop("SPEC_MODELS_DIR", None)
-        if saved is not None:
-            os.environ["SPEC_MODELS_DIR"] = saved
+    return models_dir_at(REAL_MODELS_DIR)
 
 
 @pytest.fixture(scope="session", autouse=True)
