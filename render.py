@@ -221,15 +221,18 @@ def histogram(s: Stats, k: int) -> str:
     if not counts and not s.plain_steps:
         return ""
     top = max([*counts, s.plain_steps, 1])
+    varied = len(counts) > k + 1  # dynamic K verified more than K drafts in some calls: K differed by call
     rows = []
     for n, count in enumerate(counts):
+        if varied and n and not count:
+            continue  # with K varying, only the counts that happened
         if n == 0:
-            kind, meaning = "none", f"All {k} drafts rejected: the call still adds 1 token, the target's correction."
-        elif n >= k:
+            kind, meaning = "none", "Every draft rejected: the call still adds 1 token, the target's correction."
+        elif n >= k and not varied:
             kind, meaning = "all", f"All {k} drafts kept, plus the target's bonus token: {n + 1} tokens from one call."
         else:
-            kind, meaning = "kept", f"{n} drafts kept, then the target's correction: {n + 1} tokens from one call."
-        label = f"{n} of {k} kept"
+            kind, meaning = "kept", f"{n} drafts kept, then the target's own token: {n + 1} tokens from one call."
+        label = f"{n} kept" if varied else f"{n} of {k} kept"
         rows.append(_bar(label, count, top, kind, meaning, f"→ {n + 1} token{'s' if n else ''} each"))
     if s.plain_steps:
         rows.append(_bar(
@@ -237,7 +240,8 @@ def histogram(s: Stats, k: int) -> str:
             "Plain target steps: dynamic K measured that drafting would not pay here, so it skipped it (1 token each).",
             "plain steps, 1 token each",
         ))
-    caption = (f"Each verify call checks K = {k} drafts and keeps the ones the target agrees with, plus one token "
+    checks = "K drafts (dynamic K chose K call by call)" if varied else f"K = {k} drafts"
+    caption = (f"Each verify call checks {checks} and keeps the ones the target agrees with, plus one token "
                "of its own. <span class=\"key-none\">Orange</span>: none kept. <span class=\"key-plain\">Grey</span>: "
                "plain steps, where dynamic K judged drafting not worth it.")
     return (f'<div class="hist"><div class="hist-title">Target calls by drafts kept</div>'

@@ -39,6 +39,15 @@ def test_every_histogram_bar_says_what_it_is_and_none_kept_is_not_green():
     assert "dynamic K" in titles["no draft"] and "dynamic K" in hist  # the plain steps are explained on the page too
 
 
+def test_when_dynamic_k_varied_the_width_no_bar_claims_k_drafts():
+    """Prompt lookup's dynamic K verifies up to 4K drafts: no "8 of 4 kept", only what happened."""
+    stats = Stats(accepted_histogram=[10, 2, 1, 0, 2, 0, 0, 0, 1])
+    hist = render.histogram(stats, k=4)
+    labels = re.findall(r'<span class="bar-label">([^<]+)</span>', hist)
+    assert labels == ["0 kept", "1 kept", "2 kept", "4 kept", "8 kept"]
+    assert " of 4" not in hist and "K = 4" not in hist and "bar-all" not in hist
+
+
 def _lanes(ar_tokens: int, sp_tokens: int, sp_speed: float = 20.0) -> tuple[Lane, Lane]:
     ar = Lane(AUTOREGRESSIVE, iter(()), stats=Stats(new_tokens=ar_tokens, seconds=1 + (ar_tokens - 1) / 10, ttft_seconds=1.0,
                                                     plain_steps=ar_tokens - 1, target_seconds=(ar_tokens - 1) / 10))
