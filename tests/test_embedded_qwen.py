@@ -43,7 +43,9 @@ def test_it_prepares_phase_by_phase_within_12_gb(qwen):
     names = [p.split()[0] for p in phases]
     assert names[-4:] == ["Assembling", "Dequantizing", "Exporting", "Compiling"], phases
     assert names[0] in ("Installing", "Assembling")
-    assert all(" left" in m or "done in" in m or m.startswith("Compiling") for m in reports if " — " in m)
+    # every message says how long is left; a phase that overran its estimate on a loaded machine says so
+    silent = [m for m in reports if " — " in m and not any(s in m for s in (" left", "done in", "taking longer than"))]
+    assert not [m for m in silent if not m.startswith("Compiling")], silent[:3]
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     assert peak_gb <= 12, f"preparing peaked at {peak_gb:.1f} GB of RAM"
 
