@@ -11,6 +11,7 @@ import statistics
 from collections import defaultdict
 
 from bench.plan import AR, DRAFT_MODEL, GENAI, HYBRID, LOOKUP, OURS, SPEC, Plan, Setting
+from spec.adaptive_k import predicted_speedup
 
 DYNAMIC_FLOOR = 0.95  # dynamic K must never fall below this fraction of our autoregressive speed
 LOOKUP_GOAL = 2.0  # prompt lookup (and the hybrid) vs autoregressive, median over input-grounded prompts
@@ -120,12 +121,10 @@ def _predicted(setting: Setting, alpha: float, c: float, costs: dict) -> dict:
     t1, t_verify = costs.get("target_1"), costs.get(f"target_{k + 1}")
     if not (t1 and t_verify):
         return {}
-    alpha = min(alpha, 0.999)
-    expected = (1 - alpha ** (k + 1)) / (1 - alpha)
     return {
         "cost_ratio_c": c,
-        "predicted_speedup": expected / (k * c + 1),
-        "predicted_speedup_measured_verify": expected / (k * c + t_verify / t1),
+        "predicted_speedup": predicted_speedup(alpha, k, c),
+        "predicted_speedup_measured_verify": predicted_speedup(alpha, k, c, t_verify / t1),
     }
 
 

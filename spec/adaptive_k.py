@@ -2,14 +2,17 @@
 
 Every verify call checks K drafts (see spec.speculative); what adapts is the draft length n, how
 many of them the drafter makes. n follows transformers' heuristic (+2 after a round that kept every
-draft, -1 otherwise), capped by Leviathan et al.'s cost model: with acceptance rate α, a draft step
-costing c plain target steps, and a verify call costing v plain steps (all three measured as the
-generation runs), a round of n drafts yields (1 − α^(n+1)) / (1 − α) tokens for n·c + v steps.
+draft, -1 otherwise), capped by Leviathan et al.'s cost model: with acceptance rate α, a draft
+model's call costing c plain target steps, and a verify call costing v plain steps (all three
+measured as the generation runs), a round of n drafts yields (1 − α^(n+1)) / (1 − α) tokens for
+(n + e)·c + v steps. e counts the calls a round makes beyond its n drafts (measured too): feeding
+the draft what the target added, and across tokenizers the draft token whose text may still grow;
+charging them per drafted token would make short rounds look dear and stop a draft that pays.
 The verify call has the same width whatever n is, so v does not grow with n, and a drafter that
 costs nothing (prompt lookup) always drafts the whole width.
 n never goes past the length that yields most per step; when no length beats a plain step, the loop
-takes plain steps for a while, then probes again with the cheapest round (n = 1), doubling the pause
-each time the probe confirms that drafting does not pay. A poor or expensive draft costs little.
+takes plain steps for a while, then probes again with that best length, doubling the pause each
+time the probe confirms that drafting does not pay. A poor or expensive draft costs little.
 
 What a draft model's pair learned carries over to the pair's next generation (`PairMemory`): its
 cost is a property of the two models on this device, so a draft that cannot pay is not re-learned
@@ -66,8 +69,9 @@ class PairMemory:
 
     accepted: float = _PRIOR_ACCEPTED  # decayed counts of kept drafts ...
     rejected: float = _PRIOR_REJECTED  # ... and of rejections
-    draft_cost: float | None = None  # c: a draft step ÷ a plain target step
-    draft_token_seconds: float | None = None  # seconds per drafted token, re-encoding included (the hybrid's measure)
+    draft_cost: float | None = None  # c: a draft model's call ÷ a plain target step
+    call_seconds: float | None = None  # seconds of a draft model's call, re-encoding included (the hybrid's measure)
+    extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
     verify_cost: float | None = None  # v: a verify call ÷ a plain step
     t_step: float | None = None  # seconds of a plain (1-token) target step
     plain_left: int = 0  # plain steps still to take before the next probe
@@ -77,6 +81,21 @@ class PairMemory:
     @property
     def alpha(self) -> float:
         return self.accepted / (self.accepted + self.rejected)
+
+    def observe_acceptance(self, drafted: int, accepted: int, decay: float) -> None:
+        """Learn from a round whose target kept `accepted` of `drafted` drafts."""
+        accepted = min(accepted, drafted)
+        self.accepted = decay * self.accepted + accepted
+        self.rejected = decay * self.rejected + (accepted < drafted)
+
+    def round_seconds(self, n: int) -> float:
+        """Seconds a draft model takes to draft n tokens (call_seconds must be measured)."""
+        return (n + self.extra_calls) * self.call_seconds
+
+    def observe_calls(self, drafted: int, calls: int) -> None:
+        """Learn how many calls beyond its drafts a round made (0 calls: the drafter did not say)."""
+        if drafted and calls:
+            self.extra_calls = _DECAY * self.extra_calls + (1 - _DECAY) * max(0, calls - drafted)
 
 
 class DynamicK:
@@ -115,7 +134,8 @@ class DynamicK:
         if m.draft_cost is None or m.verify_cost is None:
             return self.k, float("inf")  # nothing measured yet: let the heuristic decide
         return max(
-            ((n, predicted_speedup(m.alpha, n, m.draft_cost, m.verify_cost)) for n in range(1, self.k + 1)),
+            ((n, expected_tokens(m.alpha, n) / ((n + m.extra_calls) * m.draft_cost + m.verify_cost))
+             for n in range(1, self.k + 1)),
             key=lambda pair: pair[1],
         )
 
@@ -129,7 +149,7 @@ class DynamicK:
         if m.plain_left > 0:
             m.plain_left -= 1
             if m.plain_left == 0:
-                self.draft_length = 1  # the probe after a pause: the cheapest round that still measures α and c
+                self.draft_length = self.best_draft_length()[0]  # the probe after a pause: the best bet
             return 0
         return min(self.draft_length, self.best_draft_length()[0])
 
@@ -151,10 +171,12 @@ class DynamicK:
         m.t_step = seconds if m.t_step is None else _DECAY * m.t_step + (1 - _DECAY) * seconds
 
     def observe_round(
-        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
+        draft_calls: int = 0,
     ) -> None:
-        """Learn from a round whose drafter made `drafted` tokens (in `draft_seconds`, catching up
-        excluded: `catch_up_seconds`), of which the target kept `accepted`, verified in `verify_seconds`.
+        """Learn from a round whose drafter made `drafted` tokens (in `draft_seconds` and `draft_calls`
+        model calls, catching up excluded: `catch_up_seconds`), of which the target kept `accepted`,
+        verified in `verify_seconds`.
 
         A draft model is judged by the tokens it made; a free drafter by the whole width, whose
         guesses are lookups too: a round without any match then still counts, so a prompt that
@@ -167,13 +189,14 @@ class DynamicK:
             return
         self.draft_length = min(self.draft_length + 2, self.k) if accepted == judged else max(1, self.draft_length - 1)
         m = self.memory
-        m.accepted = _ALPHA_DECAY * m.accepted + accepted
-        m.rejected = _ALPHA_DECAY * m.rejected + (accepted < judged)
+        m.observe_acceptance(judged, accepted, _ALPHA_DECAY)
         if m.t_step is None:
             return
         if catch_up_seconds:
             m.probe_cost = catch_up_seconds / m.t_step
-        c = draft_seconds / judged / m.t_step
+        calls = draft_calls or judged  # a drafter without calls (lookup) is priced per token
+        m.observe_calls(drafted, draft_calls)
+        c = draft_seconds / calls / m.t_step
         m.draft_cost = c if m.draft_cost is None else _DECAY * m.draft_cost + (1 - _DECAY) * c
         if fair:
             v = verify_seconds / m.t_step
@@ -298,7 +321,8 @@ class LookupK:
         self._observe_call(1, seconds)
 
     def observe_round(
-        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
+        draft_calls: int = 0,
     ) -> None:
         """Learn from the round just planned: the drafter made `drafted` of its k drafts, `accepted` were kept."""
         ngram, available = self._match
@@ -322,9 +346,10 @@ class HybridK(LookupK):
     """Each round, prompt lookup (at the K that pays best, as LookupK) or the draft model, whichever is
     expected to keep more tokens per second of the round.
 
-    The draft model's side: its acceptance and its seconds per drafted token (re-encoding included),
-    as this pair measured them, drafting n of the K slots of a verify call at width K+1 (free guesses
-    fill the rest), n chosen by the same rate when dynamic.
+    The draft model's side: its acceptance, the seconds of one of its calls (re-encoding included)
+    and the calls a round makes beyond its drafts, as this pair measured them, drafting n of the K
+    slots of a verify call at width K+1 (free guesses fill the rest), n chosen by the same rate when
+    dynamic.
     """
 
     def __init__(self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3):
@@ -340,13 +365,13 @@ class HybridK(LookupK):
             for i in range(self.k):  # the draft model's n tokens, then guesses
                 survive *= m.alpha if i < n else self.acceptance.alpha(0)
                 tokens += survive
-            rates[Round(self.k, n, DRAFT_MODEL)] = tokens / (verify + n * m.draft_token_seconds)
+            rates[Round(self.k, n, DRAFT_MODEL)] = tokens / (verify + m.round_seconds(n))
         if not self.dynamic:
             rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates
 
     def next_round(self, context) -> Round:
-        if self.memory.draft_token_seconds is None or (self._last_width is None and not self.seconds):
+        if self.memory.call_seconds is None or (self._last_width is None and not self.seconds):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
             ngram, available = self._match = lookup_state(context, self.max_ngram)
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP if ngram >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)
@@ -354,16 +379,17 @@ class HybridK(LookupK):
         return super().next_round(context)
 
     def observe_round(
-        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
+        draft_calls: int = 0,
     ) -> None:
         if self._plan.source != DRAFT_MODEL:
             super().observe_round(drafted, accepted, draft_seconds, verify_seconds)
             return
         self._observe_call(self._plan.k + 1, verify_seconds)
         m = self.memory
-        m.accepted = _DECAY * m.accepted + min(accepted, drafted)
-        m.rejected = _DECAY * m.rejected + (accepted < drafted)
+        m.observe_acceptance(drafted, accepted, _DECAY)
         if drafted:
-            seconds = draft_seconds / drafted
-            d = m.draft_token_seconds
-            m.draft_token_seconds = seconds if d is None else _DECAY * d + (1 - _DECAY) * seconds
+            m.observe_calls(drafted, draft_calls)
+            seconds = draft_seconds / (draft_calls or drafted)
+            d = m.call_seconds
+            m.call_seconds = seconds if d is None else _DECAY * d + (1 - _DECAY) * seconds

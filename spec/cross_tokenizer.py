@@ -126,7 +126,8 @@ class CrossTokenizerDrafter:
             if len(self._target_tokens(context, drafted, ended=False)) >= n:
                 break
         tokens = self._target_tokens(context, drafted, ended)[:n]
-        return Proposal(np.asarray(tokens, dtype=np.int64), None, time.perf_counter() - started, catch_up)
+        calls = step + 1 - (1 if catching_up else 0)  # the catch-up call is no cost of an ordinary round
+        return Proposal(np.asarray(tokens, dtype=np.int64), None, time.perf_counter() - started, catch_up, calls=calls)
 
     def roll_back(self, context: Sequence[int]) -> None:
         pass  # the next proposal compares texts and rolls the draft's cache back then

@@ -28,6 +28,7 @@ class Proposal(NamedTuple):
     seconds: float  # time spent drafting, catching up included
     catch_up_seconds: float = 0.0  # of which feeding the draft what it missed (the prompt, or a pause)
     source: str = DRAFT_MODEL  # who made them: DRAFT_MODEL or PROMPT_LOOKUP (free guesses are lookups)
+    calls: int = 0  # the draft model's forward calls, the catch-up excluded: a round's cost is per call
 
 
 class Drafter(Protocol):
@@ -57,7 +58,7 @@ class DraftModelDrafter:
         started = time.perf_counter()
         self.roll_back(context)
         pending = list(context[len(self._cached) :])
-        catch_up = 0.0
+        catch_up, calls = 0.0, 0
         if len(pending) > 1:
             # Feed all but the last pending token in one call. After an ordinary round that is one
             # token, so the draft model always runs at width 1: a call of a new width costs about
@@ -66,6 +67,8 @@ class DraftModelDrafter:
             self._cached += pending[:-1]
             if len(pending) > 2:
                 catch_up = time.perf_counter() - started
+            else:
+                calls += 1  # feeding the one token the target added: part of an ordinary round
             pending = pending[-1:]
         tokens, dists = [], []
         for _ in range(n):
@@ -76,7 +79,7 @@ class DraftModelDrafter:
             pending = [token]
         # The last drafted token is not fed: the next round feeds it only if the target keeps it.
         q = None if self.sampler.greedy else np.stack(dists)
-        return Proposal(np.asarray(tokens, dtype=np.int64), q, time.perf_counter() - started, catch_up)
+        return Proposal(np.asarray(tokens, dtype=np.int64), q, time.perf_counter() - started, catch_up, calls=calls + n)
 
     def roll_back(self, context: Sequence[int]) -> None:
         keep = _common_prefix_length(self._cached, context)

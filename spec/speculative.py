@@ -110,7 +110,8 @@ def speculative(
 
         # 5. Adapt: learn from what this round measured.
         schedule.observe_round(
-            len(proposal.tokens), accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds, proposal.catch_up_seconds
+            len(proposal.tokens), accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds,
+            proposal.catch_up_seconds, proposal.calls,
         )
         stats.drafted += k
         stats.accepted += accepted

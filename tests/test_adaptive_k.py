@@ -47,6 +47,22 @@ def test_draft_length_grows_on_full_acceptance_within_what_the_cost_model_allows
     assert schedule.next_draft_length() == min(5, n)  # -1, and never past the length the cost model expects to pay best
 
 
+def test_a_rounds_extra_draft_calls_are_priced_per_round_not_per_drafted_token():
+    """Across tokenizers a round makes about one draft call more than it drafts (the token whose text
+    may still grow). Priced per drafted token, that call makes 1-draft rounds look twice as dear per
+    token as longer rounds are, and a draft that pays looks as if it did not; priced per round, longer
+    rounds amortize it."""
+    schedule = measured(k=4, first_draft_length=1)
+    for accepted in [0, 1, 1, 1] * 5:  # rounds of one draft, kept 3 times in 4, each two calls of 0.3 steps
+        schedule.observe_round(1, accepted, draft_seconds=0.3 * T * 2, verify_seconds=1.2 * T, draft_calls=2)
+    m = schedule.memory
+    assert m.extra_calls == pytest.approx(1.0, abs=0.01) and m.draft_cost == pytest.approx(0.3)
+    n, speedup = schedule.best_draft_length()
+    assert n == 4 and speedup == pytest.approx(expected_tokens(m.alpha, 4) / ((4 + m.extra_calls) * 0.3 + m.verify_cost))
+    per_token = max(predicted_speedup(m.alpha, n, 0.6, m.verify_cost) for n in range(1, 5))
+    assert speedup > 1.2 and per_token < 1.05, (speedup, per_token)  # a clear win, against break-even
+
+
 def test_a_draft_that_cannot_pay_gets_plain_steps_and_ever_rarer_probes():
     # A draft nearly as slow as the target (an INT4 copy of it): even a good acceptance cannot pay.
     schedule = measured()

@@ -152,6 +152,19 @@ def test_an_oracle_draft_is_mostly_kept_and_costs_one_call_per_draft_step(cross_
     assert oracle.fresh_calls <= stats.verify_calls + 1 and oracle.calls > 2 * stats.verify_calls
 
 
+def test_it_reports_every_draft_call_a_round_makes(cross_models, monkeypatch):
+    """Dynamic K prices a round by its draft calls: the count must be the calls made, the catch-up's excepted."""
+    target, bytes_draft = cross_models
+    _, text = greedy_text(target)
+    proposals, real = [], CrossTokenizerDrafter.propose
+    monkeypatch.setattr(CrossTokenizerDrafter, "propose", lambda self, *a, **kw: proposals.append(real(self, *a, **kw)) or proposals[-1])
+    oracles = []
+    run_with(target, lambda prompt: oracles.append(OracleDraft(bytes_draft.tokenizer, prompt, text, wrong_every=5)) or oracles[-1],
+             bytes_draft.tokenizer)
+    assert sum(p.calls + (p.catch_up_seconds > 0) for p in proposals) == oracles[-1].calls
+    assert any(p.calls > len(p.tokens) for p in proposals)  # the draft token whose text may still grow
+
+
 def test_after_a_rejection_the_draft_keeps_only_text_the_target_kept(cross_models):
     target, bytes_draft = cross_models
     want, text = greedy_text(target)

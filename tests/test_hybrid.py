@@ -11,9 +11,9 @@ from tests.test_adaptive_k import COPYING, NEW_TEXT
 from tests.test_cross_tokenizer import PROMPT, greedy_text
 
 
-def timed(k: int = 4, alpha_draft: float = 0.6, draft_token_seconds: float = 0.1, verify_seconds: float = 1.2) -> HybridK:
-    """A HybridK whose pair has measured a verify call and the draft model's cost per token."""
-    memory = PairMemory(accepted=10 * alpha_draft, rejected=10 * (1 - alpha_draft), draft_token_seconds=draft_token_seconds)
+def timed(k: int = 4, alpha_draft: float = 0.6, call_seconds: float = 0.1, verify_seconds: float = 1.2) -> HybridK:
+    """A HybridK whose pair has measured a verify call and what a call of the draft model costs."""
+    memory = PairMemory(accepted=10 * alpha_draft, rejected=10 * (1 - alpha_draft), call_seconds=call_seconds)
     schedule = HybridK(k, memory=memory)
     schedule.seconds = {1: 1.0, k + 1: verify_seconds}  # a plain step takes 1 s here
     schedule.switch, schedule._last_width = 0.25, k + 1
@@ -30,7 +30,7 @@ def test_lookup_where_the_answer_copies_the_prompt_and_the_draft_where_it_does_n
     assert schedule.next_round(COPYING).source == PROMPT_LOOKUP  # a 3-gram match: likely kept, and free
     plan = schedule.next_round(NEW_TEXT)
     assert plan.source == DRAFT_MODEL and 1 <= plan.draft_length <= 4
-    expensive = timed(draft_token_seconds=2.0)  # a draft as slow as the target: lookup's guesses win
+    expensive = timed(call_seconds=2.0)  # a draft as slow as the target: lookup's guesses win
     assert expensive.next_round(NEW_TEXT).source == PROMPT_LOOKUP
 
 
