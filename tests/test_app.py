@@ -497,6 +497,9 @@ def test_with_local_models_disallowed_no_message_names_a_server_path(served, bro
     page = browser.new_page()
     try:
         page.goto(served.url, wait_until="domcontentloaded")
+        # The page's load handler replaces the pair list (unavailable pairs out): choosing before it
+        # lands can meet both lists at once.
+        page.locator("#hub-notice").get_by_text("Not available on this server").wait_for(timeout=10_000)
         choose_pair(page, "Custom pair")
         page.get_by_label("Target model").fill(ref)
         page.locator("#run").click()
