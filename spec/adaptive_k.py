@@ -134,7 +134,8 @@ class DynamicK:
         if m.draft_cost is None or m.verify_cost is None:
             return self.k, float("inf")  # nothing measured yet: let the heuristic decide
         return max(
-            ((n, expected_tokens(m.alpha, n) / ((n + m.extra_calls) * m.draft_cost + m.verify_cost))
+            # A round's extra calls cost as much whatever n is: they join the verify call's fixed cost.
+            ((n, predicted_speedup(m.alpha, n, m.draft_cost, m.verify_cost + m.extra_calls * m.draft_cost))
              for n in range(1, self.k + 1)),
             key=lambda pair: pair[1],
         )
