@@ -2,7 +2,7 @@
 
 `python app.py` serves on 127.0.0.1:7860; `--share` gives a public link; `--host` / `--port`
 choose where it listens (on a Hugging Face Space, SPACE_ID is set and it listens on 0.0.0.0).
-The engine (`spec.race`) runs the race, bounds it and keeps visitors in line; it yields its
+The engine (`spec.serving.race`) runs the race, bounds it and keeps visitors in line; it yields its
 steps, and this file only renders them.
 """
 from __future__ import annotations
@@ -21,16 +21,16 @@ from typing import Iterator
 import gradio as gr
 
 import render
-from spec import hub
-from spec import library_output
+from spec.models import hub
+from spec.models import library_output
 from spec.config import DRAFT_MODEL, F32, HYBRID, PROMPT_LOOKUP, GenerationConfig, ModelKey
-from spec.embedded import QUICK_REF
+from spec.models.embedded import QUICK_REF
 from spec.errors import ModelError
-from spec.presets import CUSTOM, PRESETS, Preset
+from spec.serving.presets import CUSTOM, PRESETS, Preset
 from spec.progress import TerminalProgress
-from spec.race import MIN_TOKENS_FOR_VERDICT, RACING, Limits, race as run_race, warm_up
-from spec.registry import ModelRegistry
-from spec.sessions import Sessions, WaitingRoom
+from spec.serving.race import MIN_TOKENS_FOR_VERDICT, RACING, Limits, race as run_race, warm_up
+from spec.models.registry import ModelRegistry
+from spec.serving.sessions import Sessions, WaitingRoom
 
 log = logging.getLogger("app")
 
@@ -471,7 +471,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     summary = gr.HTML(render.summary("Pick an example (or type a prompt) and press Race."), elem_id="summary")
     gr.Markdown(MEASUREMENT, elem_classes="measurement")
 
-    # The race is the only heavy event. Its turns are kept by the waiting room (spec.sessions),
+    # The race is the only heavy event. Its turns are kept by the waiting room (spec.serving.sessions),
     # which tells a waiting visitor its place and a visitor past a full line that the app is busy;
     # Gradio runs every race at once so that they can, and its own queue (a bigger one) is only a
     # backstop. Preprocessing is off: the race checks its inputs itself, the same for page and API.

@@ -1,5 +1,5 @@
 """The page's HTML: the speed-up and why, the race chart, both panes, their statistics and the
-race's summary, from what spec.race yields.
+race's summary, from what spec.serving.race yields.
 
 Model text is always escaped: it never becomes markup.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 import html
 
 from spec.config import HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
-from spec.metrics import Stats
-from spec.race import (
+from spec.decoding.metrics import Stats
+from spec.serving.race import (
     BUSY, CANCELLED, DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, WAITING,
     Explanation, Lane, RaceUpdate, Verdict, explain,
 )

@@ -1,4 +1,4 @@
-"""The page's examples raced on a pair as the page races them (spec.race.run_race), twice each:
+"""The page's examples raced on a pair as the page races them (spec.serving.race.run_race), twice each:
 what each example shows, measured, for the README's table.
 
     python -m bench.examples                       # the default pair (Qwen2.5-Coder-1.5B, prompt lookup)
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     import app  # the page's examples, presets and registry; importing starts no server
     from spec.config import GenerationConfig, ModelKey
-    from spec.race import explain, run_race, warm_up
+    from spec.serving.race import explain, run_race, warm_up
 
     pair = app.PRESET_BY_LABEL.get(args.preset or app.DEFAULT_PRESET.label)
     if pair is None:

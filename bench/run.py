@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
 from bench.report import check_targets, exactness, markdown, peer_ratios, plot, summarize
 from bench.workers import Worker, WorkerError
-from spec.embedded import QUICK_REF
+from spec.models.embedded import QUICK_REF
 
 HERE = Path(__file__).resolve().parent
 PROMPTS = {  # per target: the prompt sets that show it (the small SmolLM2 writes prose, Qwen code)
@@ -112,10 +112,10 @@ def _progress(message: str) -> None:
 
 def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> Plan:
     """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
-    from spec.embedded import DEFAULT_REF, QUICK_REF
+    from spec.models.embedded import DEFAULT_REF, QUICK_REF
     from spec.errors import ModelError
     from spec.progress import TerminalProgress
-    from spec.resolve import resolve_model
+    from spec.models.resolve import resolve_model
 
     target_ref = args.target or DEFAULT_REF
     report = TerminalProgress(sys.stderr, "[bench] ")
@@ -160,7 +160,7 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
 def _same_tokenizer(target: Path, draft: Path) -> bool:
     from transformers import AutoTokenizer
 
-    from spec.vocab import shared_vocab_size
+    from spec.decoding.vocab import shared_vocab_size
 
     return shared_vocab_size(AutoTokenizer.from_pretrained(target), AutoTokenizer.from_pretrained(draft)) is not None
 
@@ -315,7 +315,7 @@ def _tokenize(plan: Plan) -> tuple[object, dict[tuple[str, int], list[int]], lis
     """The target's tokenizer, every prompt's token ids (as our engine encodes them) and the EOS ids."""
     from transformers import AutoTokenizer
 
-    from spec.engine import encode_prompt
+    from spec.decoding.engine import encode_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(plan.target_path)
     ids = {

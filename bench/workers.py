@@ -4,8 +4,8 @@ Every family lives in its own process for the whole run, so its peak RSS is its 
 runtime and caches of that family alone. The parent sends one generation at a time, round-robin
 over all families, so drift on a shared machine hits every configuration alike.
 
-Engines: "ours" (spec.engine), "openvino-genai" (LLMPipeline: plain, draft_model, prompt_lookup),
-"optimum-intel" (OVModelForCausalLM.generate, plain) and "costs" (spec.runtime directly: the
+Engines: "ours" (spec.decoding.engine), "openvino-genai" (LLMPipeline: plain, draft_model, prompt_lookup),
+"optimum-intel" (OVModelForCausalLM.generate, plain) and "costs" (spec.decoding.runtime directly: the
 per-call cost of a target and draft forward, for "where the time goes").
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Family:
     draft: str | None = None  # IR folder of the draft model, if it drafts with one
     drafts: tuple[str, ...] = ()  # "costs" only: every draft whose forward to time
     prompt_lookup: bool = False  # openvino-genai only: build the pipeline with prompt_lookup=True
-    precision: str = "default"  # ours / costs: spec.runtime precision ("default" lets the device choose)
+    precision: str = "default"  # ours / costs: spec.decoding.runtime precision ("default" lets the device choose)
 
 
 class WorkerError(RuntimeError):
@@ -95,8 +95,8 @@ class Worker:
 
 # Imported before the "before models" RSS reading, so that it counts the libraries, not the models.
 _IMPORTS = {
-    "ours": ("openvino", "transformers", "spec.engine", "spec.registry"),
-    "costs": ("openvino", "spec.runtime", "spec.sampling"),
+    "ours": ("openvino", "transformers", "spec.decoding.engine", "spec.models.registry"),
+    "costs": ("openvino", "spec.decoding.runtime", "spec.decoding.sampling"),
     "openvino-genai": ("openvino", "openvino_genai"),
     "optimum-intel": ("openvino", "torch", "transformers", "optimum.intel"),
 }
@@ -146,11 +146,11 @@ def _strip_eos(tokens: list[int], eos: set[int]) -> list[int]:
 
 
 class _Ours:
-    """spec.engine.generate, exactly as the app and CLI call it."""
+    """spec.decoding.engine.generate, exactly as the app and CLI call it."""
 
     def __init__(self, family: Family):
         from spec.config import ModelKey
-        from spec.registry import load_model
+        from spec.models.registry import load_model
 
         self.target = load_model(ModelKey(family.target, precision=family.precision))
         self.draft = load_model(ModelKey(family.draft, precision=family.precision)) if family.draft else None
@@ -159,8 +159,8 @@ class _Ours:
 
     def run(self, job: dict) -> dict:
         from spec.config import GenerationConfig
-        from spec.engine import generate
-        from spec.generation import CORRECTION
+        from spec.decoding.engine import generate
+        from spec.decoding.generation import CORRECTION
 
         k = job.get("k") or 4
         config = GenerationConfig(
@@ -291,13 +291,13 @@ class _Optimum:
 
 
 class _Costs:
-    """Per-call costs through spec.runtime.StatefulLM: where a speculative round spends its time."""
+    """Per-call costs through spec.decoding.runtime.StatefulLM: where a speculative round spends its time."""
 
     def __init__(self, family: Family):
-        from spec.conversion_cache import models_dir
-        from spec.runtime import compile_model
+        from spec.models.conversion_cache import models_dir
+        from spec.decoding.runtime import compile_model
 
-        cache_dir = models_dir() / "compiled"  # as spec.registry.load_model compiles
+        cache_dir = models_dir() / "compiled"  # as spec.models.registry.load_model compiles
         compile = lambda path: compile_model(Path(path) / "openvino_model.xml", family.precision, CPU, cache_dir)  # noqa: E731
         self.target = compile(family.target)
         self.drafts = {path: compile(path) for path in family.drafts}
@@ -311,7 +311,7 @@ class _Costs:
         in a row, as the engine calls it (every verify call has one width); the first call at a new
         width pays for the CPU plugin re-preparing every layer, which is timed separately.
         """
-        from spec.sampling import Sampler
+        from spec.decoding.sampling import Sampler
 
         prompt_ids, ks = job["prompt_ids"], job["ks"]
         rng = np.random.default_rng(0)

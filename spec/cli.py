@@ -15,8 +15,8 @@ from spec.config import (
     AUTOREGRESSIVE, DEFAULT_PRECISION, DRAFT_MODEL, HYBRID, INT8, MODES, PRECISIONS, PROMPT_LOOKUP, SPECULATIVE,
     WEIGHT_FORMATS, GenerationConfig, ModelKey,
 )
-from spec import library_output
-from spec.embedded import PREFIX
+from spec.models import library_output
+from spec.models.embedded import PREFIX
 from spec.errors import ModelError
 from spec.progress import TerminalProgress
 
@@ -75,8 +75,8 @@ def _library_output_to_stderr():
 
 
 def run(args: argparse.Namespace) -> dict:
-    from spec.engine import generate  # imported late: --help stays fast
-    from spec.registry import ModelRegistry
+    from spec.decoding.engine import generate  # imported late: --help stays fast
+    from spec.models.registry import ModelRegistry
 
     if args.mode == SPECULATIVE and not (args.draft or args.prompt_lookup):
         if args.target and not args.target.startswith(PREFIX):

@@ -69,7 +69,7 @@ def _tiny_conversions_stay_out_of_the_real_cache(tiny_models_dir):
 def load_tiny(path: Path, models_dir: Path):
     """Convert (fp32, cached for the session) and load a tiny checkpoint at f32 precision."""
     from spec.config import ModelKey
-    from spec.registry import load_model
+    from spec.models.registry import load_model
 
     with models_dir_at(models_dir):
         return load_model(ModelKey(str(path), "fp32", "f32"))
@@ -114,7 +114,7 @@ def exact_first_tokens(target, prompt_ids: list[int], temperature: float = 1.0, 
     same transforms the sampler applies: what sampled speculative decoding must follow."""
     import numpy as np
 
-    from spec.sampling import Sampler
+    from spec.decoding.sampling import Sampler
 
     sampler = Sampler(temperature, top_k, 1.0, target.vocab_size, np.random.default_rng(0))
     cache = target.model.new_cache()

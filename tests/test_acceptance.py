@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from spec.acceptance import speculative_accept
-from spec.sampling import probabilities
+from spec.decoding.acceptance import speculative_accept
+from spec.decoding.sampling import probabilities
 
 
 def reference_outcomes(p, q, draft):

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from spec.adaptive_k import DynamicK, LookupK, PairMemory, Round, expected_tokens, predicted_speedup
+from spec.decoding.adaptive_k import DynamicK, LookupK, PairMemory, Round, expected_tokens, predicted_speedup
 
 T = 0.010  # seconds of a plain target step in these tests
 

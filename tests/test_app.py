@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import spec.race
+import spec.serving.race
 from spec.config import ModelKey
 from tests.tiny_models import build_checkpoint
 
@@ -199,7 +199,7 @@ def test_stop_stops_both_panes(served):
 
 def test_several_clients_at_once_each_get_their_own_text(served):
     from spec.config import GenerationConfig
-    from spec.engine import generate
+    from spec.decoding.engine import generate
 
     prompts = ["The quick brown fox", "one two three", "Write a poem about the sea"]
     results, errors = {}, []
@@ -341,7 +341,7 @@ def test_phone_width_and_dark_mode_stay_readable(served, browser):
 def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
     app = served.app
     closed_early = []  # one entry per engine generator closed before it finished
-    real_generate = spec.race.generate
+    real_generate = spec.serving.race.generate
 
     def spying_generate(*args, **kwargs):
         steps = real_generate(*args, **kwargs)
@@ -362,7 +362,7 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
 
         return spy()
 
-    monkeypatch.setattr(spec.race, "generate", spying_generate)
+    monkeypatch.setattr(spec.serving.race, "generate", spying_generate)
     page = browser.new_page()
     start_long_race(page, served.url)
     page.close()
@@ -373,7 +373,7 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
 @pytest.fixture
 def slow_races(served, monkeypatch) -> list[str]:
     """Races that last seconds (a pause per step, in wall time only); returns the prompts that started."""
-    real_generate = spec.race.generate
+    real_generate = spec.serving.race.generate
     started = []
 
     def slow_generate(prompt, *args, **kwargs):
@@ -390,7 +390,7 @@ def slow_races(served, monkeypatch) -> list[str]:
 
         return slowly()
 
-    monkeypatch.setattr(spec.race, "generate", slow_generate)
+    monkeypatch.setattr(spec.serving.race, "generate", slow_generate)
     return started
 
 
@@ -515,7 +515,7 @@ def test_with_local_models_disallowed_no_message_names_a_server_path(served, bro
 
 def test_the_api_accepts_every_drafter_the_page_offers(served, monkeypatch):
     """For every pair in the list and every drafter the page offers it, /race takes the request."""
-    from spec.race import BUSY, RaceUpdate
+    from spec.serving.race import BUSY, RaceUpdate
 
     app = served.app
     asked = []

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from spec.config import DRAFT_MODEL, GenerationConfig
-from spec.cross_tokenizer import CrossTokenizerDrafter, to_target_tokens
-from spec.engine import encode_prompt, generate
-from spec.generation import Generation
-from spec.sampling import Sampler
-from spec.speculative import speculative
+from spec.decoding.cross_tokenizer import CrossTokenizerDrafter, to_target_tokens
+from spec.decoding.engine import encode_prompt, generate
+from spec.decoding.generation import Generation
+from spec.decoding.sampling import Sampler
+from spec.decoding.speculative import speculative
 from tests.conftest import assert_follows, exact_first_tokens
 
 PROMPT = "The quick brown fox jumps over the lazy dog. The quick brown fox"

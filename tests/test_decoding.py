@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from spec.config import GenerationConfig
-from spec.engine import generate
-from spec.generation import ACCEPTED, BONUS, CORRECTION, TARGET
+from spec.decoding.engine import generate
+from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, TARGET
 from tests.conftest import assert_follows, exact_first_tokens, real_models_dir
 
 PROMPTS = [
@@ -47,9 +47,9 @@ def test_greedy_equality_holds_on_the_real_int8_model_at_f32():
     """On real INT8 weights the CPU quantizes activations on the fly, differently for one token than
     for K+1; tiny random models have no near-ties to show it, SmolLM2 does (within 64 tokens)."""
     from spec.config import ModelKey
-    from spec.registry import load_model
+    from spec.models.registry import load_model
 
-    from spec.embedded import QUICK_REF
+    from spec.models.embedded import QUICK_REF
 
     with real_models_dir():  # SmolLM2 by name: the default (None) is Qwen, whose preparation test_embedded_qwen watches
         target = load_model(ModelKey(QUICK_REF, "int8", "f32"))
@@ -86,8 +86,8 @@ def test_sampled_speculative_follows_the_target_distribution(tiny_pairs, monkeyp
     all show up here. When the draft model makes only one token, a free guess fills the second slot
     with a one-hot q: the output must still follow p.
     """
-    from spec.adaptive_k import DynamicK
-    from spec.engine import encode_prompt
+    from spec.decoding.adaptive_k import DynamicK
+    from spec.decoding.engine import encode_prompt
 
     monkeypatch.setattr(DynamicK, "next_draft_length", lambda self: drafted)
     target, draft = tiny_pairs["llama"]
@@ -136,7 +136,7 @@ def test_incremental_text_never_splits_a_character(tiny_pairs):
     """Byte-level tokens split multi-byte characters; the stream must only ever carry whole ones."""
     target, _ = tiny_pairs["llama"]
     ids = target.tokenizer("héllo wörld ✓ 日本", add_special_tokens=False)["input_ids"]
-    from spec.generation import IncrementalDetokenizer
+    from spec.decoding.generation import IncrementalDetokenizer
 
     detokenizer = IncrementalDetokenizer(target.tokenizer)
     pieces = [detokenizer.push(i) for i in ids]
@@ -147,7 +147,7 @@ def test_incremental_text_never_splits_a_character(tiny_pairs):
 
 def test_a_draft_model_is_judged_by_the_drafts_it_made(tiny_pairs, monkeypatch):
     """Not by the free guesses that fill the rest of the width."""
-    from spec.adaptive_k import DynamicK
+    from spec.decoding.adaptive_k import DynamicK
 
     target, draft = tiny_pairs["llama"]
     judged = []
@@ -165,7 +165,7 @@ def test_a_draft_model_is_judged_by_the_drafts_it_made(tiny_pairs, monkeypatch):
 
 
 def test_dynamic_k_for_prompt_lookup_plans_each_round_from_the_match(tiny_pairs, monkeypatch):
-    from spec.adaptive_k import LookupK
+    from spec.decoding.adaptive_k import LookupK
 
     target, _ = tiny_pairs["llama"]
     plans = []

@@ -1,7 +1,7 @@
 """Prompt lookup and the free guesses that keep every verify call at the same width."""
 import numpy as np
 
-from spec.drafters import pad_draft, prompt_lookup
+from spec.decoding.drafters import pad_draft, prompt_lookup
 
 
 def test_prompt_lookup_copies_what_followed_the_latest_longest_match():
@@ -23,8 +23,8 @@ def test_pad_draft_keeps_the_drafts_and_fills_the_width():
 def test_a_draft_model_reports_every_call_a_round_makes(tiny_pairs, monkeypatch):
     """Dynamic K prices a round by its draft calls: the count must be the calls made, the catch-up's excepted."""
     from spec.config import GenerationConfig
-    from spec.drafters import DraftModelDrafter
-    from spec.engine import generate
+    from spec.decoding.drafters import DraftModelDrafter
+    from spec.decoding.engine import generate
 
     target, draft = tiny_pairs["llama"]
     seen, real = [], DraftModelDrafter.propose

@@ -18,10 +18,10 @@ from spec.config import (
     GenerationConfig,
     ModelKey,
 )
-from spec.embedded import DEFAULT_REF, QwenCoder
-from spec.engine import generate
+from spec.models.embedded import DEFAULT_REF, QwenCoder
+from spec.decoding.engine import generate
 from spec.progress import phase_of
-from spec.registry import load_model
+from spec.models.registry import load_model
 from tests.conftest import real_models_dir
 
 EDIT = "Add type hints to this function and keep everything else as it is.\n\ndef scale(values, factor):\n    return [v * factor for v in values]\n"

@@ -1,6 +1,6 @@
 """Stopping and streaming rules, on a stand-in tokenizer (one character per token)."""
 from spec.config import GenerationConfig
-from spec.generation import Generation
+from spec.decoding.generation import Generation
 
 
 class CharTokenizer:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from spec.adaptive_k import HybridK, PairMemory
+from spec.decoding.adaptive_k import HybridK, PairMemory
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
-from spec.engine import generate
-from spec.generation import ACCEPTED, LOOKUP
+from spec.decoding.engine import generate
+from spec.decoding.generation import ACCEPTED, LOOKUP
 from tests.test_adaptive_k import COPYING, NEW_TEXT
 from tests.test_cross_tokenizer import PROMPT, greedy_text
 

@@ -1,4 +1,4 @@
-"""Model resolution and conversion: spec.resolve, spec.conversion_cache, spec.export, spec.hub, spec.embedded.
+"""Model resolution and conversion: spec.models.resolve, spec.models.conversion_cache, spec.models.export, spec.models.hub, spec.models.embedded.
 
 Two real exports of tiny checkpoints (an INT8 Llama, an INT4 GPT-2 with a padded vocabulary) are
 shared by the module; tests of the cache's bookkeeping swap the exporter for a copy of the INT8
@@ -19,11 +19,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from spec import conversion_cache, embedded, export, hub
-from spec.embedded import QUICK_REF
+from spec.models import conversion_cache, embedded, export, hub
+from spec.models.embedded import QUICK_REF
 from spec.errors import ModelError
 from spec.progress import Phase, phase_of
-from spec.resolve import ResolvedModel, resolve_model
+from spec.models.resolve import ResolvedModel, resolve_model
 from tests.tiny_models import build_checkpoint
 
 # Read at collection, before any fixture (conftest's included) points SPEC_MODELS_DIR elsewhere:

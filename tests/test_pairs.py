@@ -2,7 +2,7 @@
 import pytest
 
 from spec.config import GenerationConfig
-from spec.engine import generate
+from spec.decoding.engine import generate
 from tests.conftest import load_tiny
 from tests.tiny_models import build_checkpoint
 
@@ -16,8 +16,8 @@ def odd_models(tmp_path_factory, tiny_models_dir):
 
 
 def test_a_draft_with_another_vocabulary_drafts_across_tokenizers(tiny_pairs, odd_models):
-    from spec.cross_tokenizer import CrossTokenizerDrafter
-    from spec.engine import make_drafter
+    from spec.decoding.cross_tokenizer import CrossTokenizerDrafter
+    from spec.decoding.engine import make_drafter
 
     target, _ = tiny_pairs["llama"]
     other, _ = odd_models
@@ -31,7 +31,7 @@ def test_a_draft_with_another_vocabulary_drafts_across_tokenizers(tiny_pairs, od
 def test_only_the_same_mapping_and_special_tokens_share_ids(tiny_pairs):
     import copy
 
-    from spec.vocab import shared_vocab_size
+    from spec.decoding.vocab import shared_vocab_size
 
     target, _ = tiny_pairs["llama"]
     assert shared_vocab_size(target.tokenizer, copy.deepcopy(target.tokenizer)) == len(target.tokenizer)

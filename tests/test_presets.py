@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spec.errors import ModelError
-from spec.presets import CUSTOM, PRESETS
-from spec.resolve import resolve_model
+from spec.serving.presets import CUSTOM, PRESETS
+from spec.models.resolve import resolve_model
 
 
 def test_a_hub_pair_is_unavailable_offline_unless_cached():
@@ -20,13 +20,13 @@ def test_a_hub_pair_is_unavailable_offline_unless_cached():
 
 @pytest.mark.parametrize("ref", ["/etc", "../../../../etc/passwd", "~/models", "spec/config.py", "tests", "C:\\models"])
 def test_hub_only_never_looks_at_the_server_or_names_its_paths(ref, monkeypatch):
-    import spec.resolve
+    import spec.models.resolve
 
     def no_disk(*args, **kwargs):
         raise AssertionError("a hub-only reference must not be resolved on the server's disk")
 
-    monkeypatch.setattr(spec.resolve, "_resolve_local", no_disk)
-    monkeypatch.setattr(spec.resolve.hub, "download", lambda repo_id, report: (_ for _ in ()).throw(
+    monkeypatch.setattr(spec.models.resolve, "_resolve_local", no_disk)
+    monkeypatch.setattr(spec.models.resolve.hub, "download", lambda repo_id, report: (_ for _ in ()).throw(
         ModelError(f"Could not reach the Hugging Face Hub to download {repo_id}")))
     with pytest.raises(ModelError) as error:
         resolve_model(ref, hub_only=True)

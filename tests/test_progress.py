@@ -58,7 +58,7 @@ def test_what_libraries_print_goes_to_the_log_and_the_terminal_stream_stays(tmp_
     code = f"""
 import os, sys, warnings
 from pathlib import Path
-from spec import library_output
+from spec.models import library_output
 term = library_output.terminal()
 with library_output.captured(Path({str(tmp_path / "x.log")!r})):
     print("table from python")

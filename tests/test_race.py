@@ -8,15 +8,15 @@ import time
 
 import pytest
 
-from spec.adaptive_k import expected_tokens
+from spec.decoding.adaptive_k import expected_tokens
 from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig, ModelKey
-from spec.metrics import Stats
-from spec.race import (
+from spec.decoding.metrics import Stats
+from spec.serving.race import (
     BUSY, DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, WAITING, Lane, Limits, PromptTooLong,
     explain, race, run_race, verdict,
 )
-from spec.registry import ModelRegistry
-from spec.sessions import RoomFull, WaitingRoom
+from spec.models.registry import ModelRegistry
+from spec.serving.sessions import RoomFull, WaitingRoom
 from tests.conftest import models_dir_at
 
 

@@ -2,7 +2,7 @@
 import threading
 import time
 
-import spec.registry as registry_module
+import spec.models.registry as registry_module
 from spec.config import ModelKey
 
 

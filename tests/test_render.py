@@ -7,9 +7,9 @@ import re
 
 import render
 from spec.config import AUTOREGRESSIVE, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
-from spec.generation import Step
-from spec.metrics import Stats
-from spec.race import BUSY, MIN_TOKENS_FOR_VERDICT, WAITING, Lane, RaceUpdate, explain, verdict
+from spec.decoding.generation import Step
+from spec.decoding.metrics import Stats
+from spec.serving.race import BUSY, MIN_TOKENS_FOR_VERDICT, WAITING, Lane, RaceUpdate, explain, verdict
 
 
 def text_of(pane_html: str) -> str:

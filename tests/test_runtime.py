@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from spec.runtime import _MAX_DEAD_SLOTS
+from spec.decoding.runtime import _MAX_DEAD_SLOTS
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -91,7 +91,7 @@ def test_a_finished_generation_hands_its_request_to_the_next_one_empty(tiny_pair
 
 def test_a_large_generation_gives_its_memory_back_instead_of_pooling_it(tiny_pairs):
     """A long prompt grows the request's state and the model's scratch buffers: neither is kept."""
-    from spec.runtime import _POOL_MAX_WIDTH
+    from spec.decoding.runtime import _POOL_MAX_WIDTH
 
     target, _ = tiny_pairs["llama"]
     large = target.model.new_cache()

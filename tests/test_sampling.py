@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from spec.drafters import prompt_lookup
-from spec.sampling import probabilities, sample
+from spec.decoding.drafters import prompt_lookup
+from spec.decoding.sampling import probabilities, sample
 
 
 def naive_top_p(probs, top_p):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from spec import wheel_parts
+from spec.models import wheel_parts
 from spec.errors import ModelError
-from spec.wheel_parts import Part, SplitFile, assemble, install_parts, missing_parts
+from spec.models.wheel_parts import Part, SplitFile, assemble, install_parts, missing_parts
 
 
 def fabricate(root: Path, contents: list[bytes], damaged: int | None = None) -> SplitFile:

@@ -1,6 +1,6 @@
 """Whether a draft and its target speak the same vocabulary: the same token -> id mapping and the
 special tokens decoding relies on. A pair that does shares token ids; one that does not drafts
-across tokenizers (spec.cross_tokenizer), through text."""
+across tokenizers (spec.decoding.cross_tokenizer), through text."""
 from __future__ import annotations
 
 # The special tokens decoding relies on. Padding is not among them: one sequence is never padded,

@@ -6,9 +6,9 @@ import socket
 from pathlib import Path
 from urllib.parse import urlparse
 
-from spec.embedded import DEFAULT_REF
+from spec.models.embedded import DEFAULT_REF
 from spec.errors import ModelError
-from spec.export import IR_XML
+from spec.models.export import IR_XML
 from spec.progress import Phase, ProgressFn, phase
 
 

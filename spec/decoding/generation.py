@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from spec.config import GenerationConfig
-from spec.metrics import Stats
+from spec.decoding.metrics import Stats
 
 # Provenance of a token, as the speculative pane colours it.
 TARGET = "target"  # a plain target step (no draft)

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
-from spec.acceptance import speculative_accept
-from spec.adaptive_k import DynamicK, HybridK, LookupK, PairMemory
-from spec.autoregressive import decode_one_token
+from spec.decoding.acceptance import speculative_accept
+from spec.decoding.adaptive_k import DynamicK, HybridK, LookupK, PairMemory
+from spec.decoding.autoregressive import decode_one_token
 from spec.config import PROMPT_LOOKUP
-from spec.drafters import Drafter, HybridDrafter, pad_draft
-from spec.generation import ACCEPTED, BONUS, CORRECTION, LOOKUP, TARGET, Generation, Step
-from spec.sampling import Sampler
+from spec.decoding.drafters import Drafter, HybridDrafter, pad_draft
+from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, LOOKUP, TARGET, Generation, Step
+from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:
-    from spec.runtime import StatefulLM
+    from spec.decoding.runtime import StatefulLM
 
 
 def speculative(

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFTERS, HYBRID, INT8, PROMPT_LOOKUP
-from spec.embedded import DEFAULT_REF, QUICK_REF
+from spec.models.embedded import DEFAULT_REF, QUICK_REF
 
 CUSTOM = "Custom pair"
 

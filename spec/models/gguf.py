@@ -1,7 +1,7 @@
 """GGUF files (llama.cpp's format) as Transformers checkpoints the exporter takes.
 
 Weights are dequantized by Transformers' own GGUF reader (it undoes llama.cpp's Q/K permutation);
-tokenizers come from the file's own vocabulary. Neither is trusted blindly: spec.embedded checks
+tokenizers come from the file's own vocabulary. Neither is trusted blindly: spec.models.embedded checks
 each model's tokenizer against ids we know.
 """
 from __future__ import annotations

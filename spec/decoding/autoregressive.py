@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 
-from spec.generation import TARGET, Generation, Step
-from spec.sampling import Sampler
+from spec.decoding.generation import TARGET, Generation, Step
+from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:  # only for types: decoding itself runs on any object with forward()
-    from spec.runtime import StatefulLM
+    from spec.decoding.runtime import StatefulLM
 
 
 def decode_one_token(cache: "StatefulLM", token_ids: Sequence[int], sampler: Sampler) -> tuple[int, np.ndarray | None]:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spec.sampling import sample
+from spec.decoding.sampling import sample
 
 
 class Verdict(NamedTuple):

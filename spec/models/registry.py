@@ -1,7 +1,7 @@
 """Compiled models, loaded once per process and shared by every session.
 
 A model is keyed by a ModelKey (reference, weight format, precision, device). Each generation opens
-its own KV cache on a shared compiled model (see spec.runtime), so sharing is safe.
+its own KV cache on a shared compiled model (see spec.decoding.runtime), so sharing is safe.
 """
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from spec.config import ModelKey
-from spec.conversion_cache import models_dir
+from spec.models.conversion_cache import models_dir
 from spec.errors import ModelError
-from spec.export import IR_XML
+from spec.models.export import IR_XML
 from spec.progress import ProgressFn, ignore, phase
-from spec.resolve import ResolvedModel, resolve_model
-from spec.runtime import CompiledLM, compile_model
+from spec.models.resolve import ResolvedModel, resolve_model
+from spec.decoding.runtime import CompiledLM, compile_model
 
 
 @dataclass

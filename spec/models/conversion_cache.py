@@ -19,8 +19,8 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
-from spec import export, library_output
-from spec.export import IR_BIN, IR_XML
+from spec.models import export, library_output
+from spec.models.export import IR_BIN, IR_XML
 from spec.progress import ProgressFn, phase
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ _verified: dict[Path, tuple[int, int]] = {}  # entry -> marker (mtime_ns, size) 
 
 def models_dir() -> Path:
     """The conversion cache: $SPEC_MODELS_DIR, or models/cache in the repository; created on demand."""
-    default = Path(__file__).resolve().parents[1] / "models" / "cache"
+    default = Path(__file__).resolve().parents[2] / "models" / "cache"
     path = Path(os.environ.get("SPEC_MODELS_DIR") or default).expanduser()
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -4,8 +4,8 @@ Drafters behind one small interface (as transformers' CandidateGenerator):
 - DraftModelDrafter: a small model with its own KV cache, decoding K tokens autoregressively.
 - PromptLookupDrafter: copies what followed the latest earlier occurrence of the last n-gram
   (Saxena 2023); no second model, strong on input-grounded prompts.
-- HybridDrafter: each round, one of the two (spec.adaptive_k.HybridK decides which).
-A draft model with another tokenizer drafts through text: spec.cross_tokenizer.
+- HybridDrafter: each round, one of the two (spec.decoding.adaptive_k.HybridK decides which).
+A draft model with another tokenizer drafts through text: spec.decoding.cross_tokenizer.
 """
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from spec.autoregressive import decode_one_token
+from spec.decoding.autoregressive import decode_one_token
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
-from spec.sampling import Sampler
+from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:
-    from spec.runtime import StatefulLM
+    from spec.decoding.runtime import StatefulLM
 
 
 class Proposal(NamedTuple):

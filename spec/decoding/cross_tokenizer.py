@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from spec.drafters import Proposal
+from spec.decoding.drafters import Proposal
 
 if TYPE_CHECKING:
-    from spec.runtime import StatefulLM
+    from spec.decoding.runtime import StatefulLM
 
 _ANCHOR_TOKENS = 3  # how many of the context's last target tokens re-encoding may start from
 _MAX_DRAFT_STEPS = 3  # draft steps per target token asked for, at most (tokenizers split text differently)

@@ -1,6 +1,6 @@
 """Dynamic K, aware of cost: how many tokens to draft next, or none when drafting does not pay.
 
-Every verify call checks K drafts (see spec.speculative); what adapts is the draft length n, how
+Every verify call checks K drafts (see spec.decoding.speculative); what adapts is the draft length n, how
 many of them the drafter makes. n follows transformers' heuristic (+2 after a round that kept every
 draft, -1 otherwise), capped by Leviathan et al.'s cost model: with acceptance rate α, a draft
 model's call costing c plain target steps, and a verify call costing v plain steps (all three
@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
-from spec.drafters import find_match
+from spec.decoding.drafters import find_match
 
 _DECAY = 0.7  # weight kept by older rounds in the running estimates
 _ALPHA_DECAY = 0.85  # a draft model's acceptance moves more slowly: a few bad rounds must not stop it

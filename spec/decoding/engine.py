@@ -9,8 +9,8 @@ from typing import Iterator
 
 import numpy as np
 
-from spec.adaptive_k import PairMemory
-from spec.autoregressive import autoregressive
+from spec.decoding.adaptive_k import PairMemory
+from spec.decoding.autoregressive import autoregressive
 from spec.config import (
     AUTOREGRESSIVE,
     DRAFT_MODEL,
@@ -21,13 +21,13 @@ from spec.config import (
     SPECULATIVE,
     GenerationConfig,
 )
-from spec.cross_tokenizer import CrossTokenizerDrafter
-from spec.drafters import Drafter, DraftModelDrafter, HybridDrafter, PromptLookupDrafter
-from spec.generation import Generation, Step
-from spec.registry import LoadedModel
-from spec.sampling import Sampler
-from spec.speculative import speculative
-from spec.vocab import shared_vocab_size
+from spec.decoding.cross_tokenizer import CrossTokenizerDrafter
+from spec.decoding.drafters import Drafter, DraftModelDrafter, HybridDrafter, PromptLookupDrafter
+from spec.decoding.generation import Generation, Step
+from spec.models.registry import LoadedModel
+from spec.decoding.sampling import Sampler
+from spec.decoding.speculative import speculative
+from spec.decoding.vocab import shared_vocab_size
 
 
 def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> list[int]:

