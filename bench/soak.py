@@ -15,43 +15,26 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
+
+from bench.served_app import SetupError, free_port as _free_port, start_app, stop_app
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_LABEL = "SmolLM2-135M-Instruct (quick, offline)"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _start_app(port: int, log: Path) -> subprocess.Popen:
     """app.py on `port`, its output in `log`; returns once it answers."""
     # No preload: the first race loads the pair under test, and nothing else competes for the CPU.
-    process = subprocess.Popen(
-        [sys.executable, "app.py", "--port", str(port)], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT,
-        env={**os.environ, "SPEC_APP_PRELOAD": "0"},
-    )
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"app.py exited with {process.returncode}; see {log}")
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
-            return process
-        except OSError:
-            time.sleep(1)
-    process.terminate()
-    raise SystemExit(f"app.py did not answer on port {port} within 10 minutes; see {log}")
+    try:
+        return start_app(port, log, {"SPEC_APP_PRELOAD": "0"})
+    except SetupError as error:
+        raise SystemExit(str(error)) from None
 
 
 def _prompts() -> list[str]:
@@ -159,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         result = soak(args.url, args.pid, args.clients, args.minutes, args.preset, args.drafter, args.max_new_tokens,
                       args.sample_seconds)
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+        stop_app(server)
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:

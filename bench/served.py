@@ -1,0 +1,276 @@
+"""What serving costs a race: each lane's decode speed served through the Space, against the same
+generation run alone through the CLI.
+
+    python -m bench.served                    # starts app.py (preload on, preheat off); the first 3 examples, 3 repeats
+    python -m bench.served --browser          # also with headless Chromium on the page, rendering the race
+    python -m bench.served --url http://127.0.0.1:7860/ --examples 6 --repeats 5
+
+For each of the page's first --examples examples, the same generation (same prompt, the default
+pair and drafter, the page's K, dynamic K and greedy settings, --max-new-tokens, the pair's
+precision) runs:
+  alone     `python -m spec run --json` in its own process, once per lane (--mode autoregressive,
+            then speculative with the page's drafter), while the app idles;
+  /race     a fresh live race through the /race_live endpoint (gradio_client, no browser);
+  browser   (--browser) Debian's Chromium, headless, on the page: it types the prompt and presses
+            Race (then "Race it live", if Race gave a replay), so that the page renders the race;
+            a gradio_client viewer joins that race for its numbers.
+Each lane's decode tokens/s comes from the CLI's JSON and from the race's numbers
+(decode_tokens_per_second). Alone and served runs alternate, so drift hits both. Reported per
+example and lane: served / alone, the median over --repeats, then the median over examples, against
+the targets (>= 0.95 through /race, >= 0.9 with the browser). Prints a table and one JSON line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.served_app import (
+    REPO, Page, Parser, SetupError, app_env, check_url, examples_from, free_port, numbers_of, page, start_app, stop_app,
+    wait_for_line,
+)
+
+LANES = ("autoregressive", "speculative")
+TARGETS = {"race": 0.95, "browser": 0.9}  # served / alone, median over examples, each lane
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: float) -> float:
+    """Decode tokens/s of one lane run alone through `python -m spec run --json` (as the race runs it)."""
+    d = page.defaults
+    command = [sys.executable, "-m", "spec", "run", "--json", "--quiet", "--target", page.target, "--mode", mode,
+               "--max-new-tokens", str(max_new_tokens), "--k", str(d["k"]), "--temperature", str(d["temperature"]),
+               "--top-p", str(d["top_p"]), "--precision", page.precision, "--weight-format", page.weight_format,
+               "--prompt", prompt]
+    if d["seed"] is not None:
+        command += ["--seed", str(d["seed"])]
+    if not d["dynamic_k"]:
+        command.append("--no-dynamic-k")
+    if mode == "speculative":
+        command += ["--prompt-lookup"] if page.drafter == "prompt-lookup" else ["--draft", page.draft, "--drafter", page.drafter]
+    try:
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise SetupError(f"python -m spec run ({mode}) took more than {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise SetupError(f"python -m spec run ({mode}) failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["decode_tokens_per_second"]
+
+
+def _lanes(numbers: dict | None, what: str) -> dict[str, float]:
+    if not numbers or numbers.get("verdict") is None:
+        raise SetupError(f"{what} ended without its verdict ({numbers and (numbers.get('error') or numbers.get('phase'))})")
+    return {lane: numbers[lane]["decode_tokens_per_second"] for lane in LANES}
+
+
+def served(client, page: Page, prompt: str, max_new_tokens: int, timeout: float) -> dict[str, float]:
+    """Decode tokens/s of each lane of a fresh live race through /race_live (no browser)."""
+    job = client.submit(**page.inputs(prompt, max_new_tokens), api_name="/race_live")
+    try:
+        job.result(timeout=timeout)
+    except Exception as error:
+        job.cancel()
+        raise SetupError(f"/race_live did not finish: {type(error).__name__}: {str(error)[:200]}") from None
+    numbers = numbers_of(job.outputs()[-1])
+    if numbers and numbers.get("how") != "live":
+        raise SetupError(f"/race_live answered with a {numbers.get('how')} race, not a live one")
+    return _lanes(numbers, "/race_live")
+
+
+class Browser:
+    """Headless Chromium on the page, racing as a visitor does: type the prompt, press Race."""
+
+    def __init__(self, url: str, timeout: float):
+        from playwright.sync_api import sync_playwright
+
+        self.url, self.timeout = url, timeout
+        self._playwright = sync_playwright().start()
+        try:
+            self._browser = self._playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            self.page = self._browser.new_page()
+            self.page.goto(url, timeout=timeout * 1000)
+            self.page.wait_for_selector("#run", timeout=timeout * 1000)
+            time.sleep(2)  # the page's load handler sets the pair list and the drafter
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for closing in (getattr(self, "_browser", None), self._playwright):
+            try:
+                closing and (closing.close() if closing is not self._playwright else closing.stop())
+            except Exception:
+                pass
+
+    def _status(self) -> str:
+        return self.page.locator("#status").inner_text()
+
+    def _wait_status(self, words: tuple[str, ...], seconds: float) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            status = self._status()
+            if any(word in status for word in words):
+                return status
+            time.sleep(0.05)
+        raise SetupError(f"the page's status did not show any of {words} within {seconds:.0f} s (it shows {self._status()!r})")
+
+    def race(self, client, page: Page, prompt: str, max_new_tokens: int) -> dict[str, float]:
+        """Decode tokens/s of each lane of a live race the page itself started and renders."""
+        self.page.locator("#prompt textarea").fill(prompt)
+        slider = self.page.locator("#max-new-tokens input[type=number]")
+        slider.fill(str(max_new_tokens))
+        slider.press("Enter")
+        clicked = time.time()
+        self.page.click("#run")
+        status = self._wait_status(("Racing live", "recorded pace", "Joined"), self.timeout)
+        if "recorded pace" in status:  # Race found a replay: stop it and race it live
+            self.page.click("#stop")
+            self._wait_status(("Stopped",), 30)
+            clicked = time.time()
+            self.page.click("#race-live")
+            self._wait_status(("Racing live",), self.timeout)
+        # A viewer joins the page's race for its numbers (the page shows them only as a tree).
+        job = client.submit(**page.inputs(prompt, max_new_tokens), api_name="/race")
+        job.result(timeout=self.timeout)
+        numbers = numbers_of(job.outputs()[-1])
+        if not numbers or (numbers.get("ran_at") or 0) < clicked - 2:
+            raise SetupError("the viewer did not find the race the browser started")
+        deadline = time.monotonic() + 30  # the page shows the verdict before the next race
+        while "Racing" in self._status() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return _lanes(numbers, "the browser's race")
+
+
+def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int, max_new_tokens: int, timeout: float,
+            browser: Browser | None, say=print) -> dict:
+    """Alone and served runs, interleaved; each example's per-lane ratios and the medians over examples."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    channels = ["race"] + (["browser"] if browser else [])
+    runs = {label: {"alone": {lane: [] for lane in LANES}, **{c: {lane: [] for lane in LANES} for c in channels}}
+            for label, _ in examples}
+
+    def run_alone(label, prompt):
+        for lane in LANES:
+            runs[label]["alone"][lane].append(alone(page, prompt, lane, max_new_tokens, timeout))
+
+    def run_served(label, prompt):
+        for lane, value in served(client, page, prompt, max_new_tokens, timeout).items():
+            runs[label]["race"][lane].append(value)
+        if browser:
+            for lane, value in browser.race(client, page, prompt, max_new_tokens).items():
+                runs[label]["browser"][lane].append(value)
+
+    for repeat in range(repeats):
+        for i, (label, prompt) in enumerate(examples):
+            order = (run_alone, run_served) if (repeat + i) % 2 == 0 else (run_served, run_alone)
+            for step in order:
+                step(label, prompt)
+            say(f"  repeat {repeat + 1}/{repeats}, {label}: " +
+                ", ".join(f"{channel} " + "/".join(f"{runs[label][channel][lane][-1]:.1f}" for lane in LANES)
+                          for channel in ("alone", *channels)) + " decode tokens/s (autoregressive/speculative)")
+    per_example = {}
+    for label, measured in runs.items():
+        per_example[label] = {channel: {lane: _ratio(measured[channel][lane], measured["alone"][lane]) for lane in LANES}
+                              for channel in channels}
+        per_example[label]["tokens_per_second"] = {channel: {lane: statistics.median(measured[channel][lane]) for lane in LANES}
+                                                   for channel in ("alone", *channels)}
+    medians = {channel: {lane: statistics.median(per_example[label][channel][lane] for label in per_example) for lane in LANES}
+               for channel in channels}
+    targets = [dict(target=f"{channel}: served / alone >= {TARGETS[channel]} ({lane}, median over examples)",
+                    measured=round(medians[channel][lane], 3), met=medians[channel][lane] >= TARGETS[channel])
+               for channel in channels for lane in LANES]
+    return {"per_example": per_example, "medians": medians, "targets": targets, "runs": runs}
+
+
+def _ratio(served: list[float], alone: list[float]) -> float:
+    """The median over repeats of served / alone, each repeat's runs side by side."""
+    return statistics.median(s / a for s, a in zip(served, alone) if a)
+
+
+def report(result: dict, channels: list[str]) -> str:
+    lines = ["", "| example | lane | alone tokens/s | " + " | ".join(f"{c} tokens/s | {c} / alone" for c in channels) + " |",
+             "| --- | --- | --- | " + " | ".join("--- | ---" for _ in channels) + " |"]
+    for label, row in result["per_example"].items():
+        for lane in LANES:
+            tps = row["tokens_per_second"]
+            lines.append(f"| {label} | {lane} | {tps['alone'][lane]:.1f} | " +
+                         " | ".join(f"{tps[c][lane]:.1f} | {row[c][lane]:.3f}" for c in channels) + " |")
+    lines += ["", "Targets:"]
+    lines += [f"  [{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['measured']:.3f}" for t in result["targets"]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = Parser(description=__doc__.split("\n\n")[0], epilog="Usage examples are in the module docstring: "
+                    "python -c 'import bench.served; help(bench.served)'")
+    parser.add_argument("--url", help="a running app, its pair loaded (default: start app.py on a free port, preheat off)")
+    parser.add_argument("--examples", type=int, default=3, help="how many of the page's examples, from the first (default 3)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved; the median is reported (default 3)")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="default 128, as a click")
+    parser.add_argument("--browser", action="store_true", help="also race from headless Chromium on the page")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds any one run may take (default 600)")
+    parser.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds to wait for the app's pair to load (default 1800)")
+    parser.add_argument("--examples-from", type=Path, help="a JSON list of [label, prompt] instead of the page's examples")
+    parser.add_argument("--app-env", action="append", metavar="NAME=VALUE", help="an environment variable for the app it starts (repeatable)")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON result (with every run) here")
+    args = parser.parse_args(argv)
+    if args.examples < 1 or args.repeats < 1 or args.max_new_tokens < 1 or args.timeout <= 0:
+        parser.error("--examples, --repeats and --max-new-tokens must be at least 1, and --timeout positive")
+    if args.browser and not Path(CHROMIUM).exists():
+        parser.error(f"--browser needs Debian's Chromium at {CHROMIUM} (apt-get install chromium)")
+    server = browser = None
+    try:
+        env = {"SPEC_APP_PRELOAD": "1", **app_env(args.app_env), "SPEC_APP_PREHEAT": "0"}  # preheating would compete
+        url = check_url(args.url) if args.url else None
+        the_page = page(env)
+        examples = (examples_from(args.examples_from) if args.examples_from else the_page.examples)[: args.examples]
+        if args.url:
+            note = f"the app at {url} (its pair assumed loaded)"
+        else:
+            port = free_port()
+            log = Path(os.environ.get("TMPDIR", "/tmp")) / f"served-app-{port}.log"
+            began = time.monotonic()
+            server = start_app(port, log, env)
+            url = f"http://127.0.0.1:{port}/"
+            if env["SPEC_APP_PRELOAD"] == "1":
+                import re
+
+                wait_for_line(log, "Ready: " + re.escape(the_page.preset), server, args.ready_timeout, fail="Could not load")
+            note = f"app.py on {url} (log {log}), preheat off, pair loaded after {time.monotonic() - began:.0f} s"
+        print(f"{note}\n{the_page.preset}, {the_page.drafter}, K={the_page.defaults['k']}, "
+              f"{'dynamic K' if the_page.defaults['dynamic_k'] else 'fixed K'}, {args.max_new_tokens} new tokens, "
+              f"{the_page.precision} precision; {len(examples)} examples x {args.repeats} repeats", flush=True)
+        if args.browser:
+            browser = Browser(url, args.timeout)
+        result = measure(url, the_page, examples, args.repeats, args.max_new_tokens, args.timeout, browser,
+                         say=lambda line: print(line, flush=True))
+    except SetupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if browser:
+            browser.close()
+        stop_app(server)
+    channels = ["race"] + (["browser"] if args.browser else [])
+    result["settings"] = dict(url=url, pair=the_page.preset, drafter=the_page.drafter, examples=[label for label, _ in examples],
+                              repeats=args.repeats, max_new_tokens=args.max_new_tokens, browser=args.browser, note=note)
+    print(report(result, channels))
+    print(json.dumps({key: value for key, value in result.items() if key != "runs"}))
+    if args.json_out:
+        args.json_out.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,253 @@
+"""The Space as the load scripts drive it: started on a free port, read for its page settings,
+asked for races as a click asks, and stopped.
+
+Shared by bench.soak, bench.workshop and bench.served.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BUSY_WORDS = ("try again in a minute", "busy")
+
+
+class SetupError(Exception):
+    """The app did not answer, exited or never got ready, or an option is wrong: one sentence for the user."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that says what is wrong in one line (exit 2), without the usage dump."""
+
+    def error(self, message: str):
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_app(port: int, log: Path, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.Popen:
+    """app.py on `port` with `env` added to this environment, its output in `log`; returns once it
+    answers HTTP (models may still be loading: see wait_for_line)."""
+    process = subprocess.Popen(
+        [sys.executable, "app.py", "--port", str(port)], cwd=REPO, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        env={**os.environ, **(env or {})}, start_new_session=True,  # Ctrl-C in our terminal reaches us, not it
+    )
+    try:
+        wait_until(lambda: _answers(port, process, log), timeout, f"app.py did not answer on port {port} within {timeout:.0f} s; see {log}")
+    except BaseException:
+        stop_app(process)
+        raise
+    return process
+
+
+def _answers(port: int, process: subprocess.Popen, log: Path) -> bool:
+    if process.poll() is not None:
+        raise SetupError(f"app.py exited with {process.returncode}; see {log}")
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def stop_app(process: subprocess.Popen | None) -> None:
+    """Terminate what start_app started (and wait for it); kill it if it does not go."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def wait_until(predicate, timeout: float, message: str, every: float = 0.5):
+    """predicate()'s first truthy value, polled until `timeout` seconds; SetupError(message) after."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise SetupError(message)
+        time.sleep(every)
+
+
+def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float, fail: str | None = None) -> str:
+    """The first line of the app's log matching `pattern` (a regex); SetupError if the app exits,
+    a line matches `fail`, or `timeout` passes."""
+    def found():
+        if process.poll() is not None:
+            raise SetupError(f"app.py exited with {process.returncode}; see {log}")
+        for line in log.read_text(errors="replace").splitlines():
+            if re.search(pattern, line):
+                return line
+            if fail and re.search(fail, line):
+                raise SetupError(f"the app said: {line.strip()[:300]} (see {log})")
+        return None
+    return wait_until(found, timeout, f"no line matching {pattern!r} in {log} within {timeout:.0f} s")
+
+
+def check_url(url: str) -> str:
+    """`url` with a trailing slash, once it answers; SetupError otherwise."""
+    url = url if url.endswith("/") else url + "/"
+    try:
+        urllib.request.urlopen(url, timeout=10).close()
+    except (OSError, ValueError) as error:
+        raise SetupError(f"nothing answers at {url} ({getattr(error, 'reason', error)})") from None
+    return url
+
+
+@dataclass
+class Page:
+    """What the app's page sends on a click on an example: app.DEFAULTS, the default pair and drafter."""
+
+    examples: list[tuple[str, str]]  # (label, prompt)
+    preset: str  # the default pair's label
+    drafter: str  # its default drafter
+    defaults: dict  # k, dynamic_k, temperature, top_p, seed, max_new_tokens
+    target: str  # the pair's models and how the server loads them (for the CLI's runs alone)
+    draft: str | None
+    weight_format: str
+    precision: str
+
+    def inputs(self, prompt: str, max_new_tokens: int | None = None) -> dict:
+        """/race's inputs for `prompt` as a click sends them (the page's starting values)."""
+        d = self.defaults
+        return dict(prompt=prompt, preset_label=self.preset, custom_target="", custom_draft="", drafter=self.drafter,
+                    k=d["k"], dynamic_k=d["dynamic_k"], temperature=d["temperature"], top_p=d["top_p"], seed=d["seed"],
+                    max_new_tokens=max_new_tokens or d["max_new_tokens"], exact=False)
+
+
+_PAGE = """
+import json, app
+p = app.DEFAULT_PRESET
+print(json.dumps(dict(examples=app.EXAMPLES, preset=p.label, drafter=p.drafters[0], defaults=app.DEFAULTS,
+                      target=p.target, draft=p.draft, weight_format=p.weight_format, precision=p.precision)))
+"""
+
+
+def page(env: dict[str, str] | None = None) -> Page:
+    """The page's settings as app.py computes them under this environment plus `env` (read in a
+    subprocess: importing app builds the page and its scheduler)."""
+    values = dict(_page_values(tuple(sorted({**os.environ, "SPEC_APP_PRELOAD": "0", **(env or {})}.items()))))
+    values["examples"] = [tuple(e) for e in values["examples"]]
+    return Page(**values)
+
+
+@functools.lru_cache(maxsize=4)
+def _page_values(env: tuple) -> tuple:
+    done = subprocess.run([sys.executable, "-c", _PAGE], cwd=REPO, capture_output=True, text=True, timeout=300, env=dict(env))
+    if done.returncode != 0:
+        raise SetupError(f"could not read the page's settings from app.py: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
+    return tuple(json.loads(done.stdout.strip().splitlines()[-1]).items())
+
+
+def examples_from(path: Path) -> list[tuple[str, str]]:
+    """Examples of one's own, a JSON list of [label, prompt], instead of the page's (tiny models need short prompts)."""
+    try:
+        examples = [(str(label), str(prompt)) for label, prompt in json.loads(Path(path).read_text())]
+    except (OSError, ValueError, TypeError) as error:
+        raise SetupError(f"{path} is not a JSON list of [label, prompt] pairs ({error})") from None
+    if not examples:
+        raise SetupError(f"{path} lists no examples")
+    return examples
+
+
+def app_env(pairs: list[str]) -> dict[str, str]:
+    """NAME=VALUE strings (--app-env) as a dict; SetupError names a malformed one."""
+    env = {}
+    for pair in pairs or ():
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise SetupError(f"--app-env takes NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return env
+
+
+# --- Reading /race's updates -------------------------------------------------------------------
+# Each update: (status, speed-up, feed, ar stats, spec stats, summary, numbers, race-it-live).
+
+def is_busy(update) -> bool:
+    status = str(update[0] or "")
+    return any(word in status for word in BUSY_WORDS)
+
+
+def has_text(update) -> bool:
+    """The update's feed carries at least one piece of text: the answer is on screen."""
+    try:
+        feed = json.loads(update[2]) if isinstance(update[2], str) else update[2]
+        return any(piece and piece[0] for lane in (feed or {}).get("lanes", {}).values() for piece in lane.get("pieces", ()))
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
+def numbers_of(update) -> dict | None:
+    value = update[6] if len(update) > 6 else None
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+class MemorySampler:
+    """The resident memory of process `pid` (MiB), sampled every `every` seconds on a thread."""
+
+    def __init__(self, pid: int | None, every: float = 1.0):
+        import psutil
+
+        self.process = psutil.Process(pid) if pid else None
+        self.every, self.samples = every, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> float | None:
+        try:
+            mib = self.process.memory_info().rss / 2**20 if self.process else None
+        except Exception:  # the process is gone: nothing more to sample
+            return None
+        if mib is not None:
+            self.samples.append(mib)
+        return mib
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def __enter__(self) -> "MemorySampler":
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sample()
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (nearest rank) of `values`, None for none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
