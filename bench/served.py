@@ -8,14 +8,16 @@ generation run alone through the CLI.
 For each of the page's first --examples examples, the same generation (same prompt, the default
 pair and drafter, the page's K, dynamic K and greedy settings, --max-new-tokens, the pair's
 precision) runs:
-  alone     `python -m spec run --json` in its own process, once per lane (--mode autoregressive,
-            then speculative with the page's drafter), while the app idles;
+  alone     the engine the CLI runs (`python -m spec run`), once per lane (autoregressive, then
+            speculative with the page's drafter), while the app idles: in this process, models
+            loaded once and warmed up as the race warms them (--alone engine, the default), or
+            `python -m spec run --json` in a process of its own (--alone cli);
   /race     a fresh live race through the /race_live endpoint (gradio_client, no browser);
   browser   (--browser) Debian's Chromium, headless, on the page: it types the prompt and presses
             Race (then "Race it live", if Race gave a replay), so that the page renders the race;
             a gradio_client viewer joins that race for its numbers.
-Each lane's decode tokens/s comes from the CLI's JSON and from the race's numbers
-(decode_tokens_per_second). Alone and served runs alternate, so drift hits both. Reported per
+Each lane's decode tokens/s (decode_tokens_per_second) comes from the engine's statistics (the
+keys of the CLI's JSON) and from the race's numbers. Alone and served runs alternate, so drift hits both. Reported per
 example and lane: served / alone, the median over --repeats, then the median over examples, against
 the targets (>= 0.95 through /race, >= 0.9 with the browser). Prints a table and one JSON line.
 """
@@ -41,8 +43,44 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync"]
 
 
+class Engine:
+    """The engine in this process, as the CLI runs it but with its models loaded once and warmed up
+    as the race warms them (a model's first call pays one-off costs the race never counts)."""
+
+    def __init__(self, page: Page):
+        from spec.models.registry import ModelRegistry
+
+        self.page, self.registry = page, ModelRegistry()
+
+    def _model(self, ref: str):
+        from spec.config import ModelKey
+        from spec.serving.race import warm_up
+
+        return warm_up(self.registry.get(ModelKey(ref, self.page.weight_format, self.page.precision)))
+
+    def run(self, prompt: str, mode: str, max_new_tokens: int) -> float:
+        """Decode tokens/s of one lane run alone."""
+        import threading
+
+        from spec.config import GenerationConfig
+        from spec.decoding.engine import generate
+
+        d, page = self.page.defaults, self.page
+        config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=d["temperature"], top_p=d["top_p"], seed=d["seed"],
+                                  num_assistant_tokens=d["k"], dynamic_k=d["dynamic_k"]).validate()
+        draft = self._model(page.draft) if mode == "speculative" and page.drafter != "prompt-lookup" else None
+        step = None
+        try:
+            for step in generate(prompt, self._model(page.target), config, mode, page.drafter, draft, threading.Event()):
+                pass
+        except Exception as error:  # a model that does not load, a prompt too long: one sentence
+            raise SetupError(f"the {mode} run alone failed: {type(error).__name__}: {str(error)[:300]}") from None
+        return step.stats.decode_tokens_per_second
+
+
 def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: float) -> float:
-    """Decode tokens/s of one lane run alone through `python -m spec run --json` (as the race runs it)."""
+    """Decode tokens/s of one lane run alone through `python -m spec run --json` in its own process
+    (models loaded afresh and not warmed up)."""
     d = page.defaults
     command = [sys.executable, "-m", "spec", "run", "--json", "--quiet", "--target", page.target, "--mode", mode,
                "--max-new-tokens", str(max_new_tokens), "--k", str(d["k"]), "--temperature", str(d["temperature"]),
@@ -130,8 +168,8 @@ class Browser:
         self.page.click("#run")
         status = self._wait_status(("Racing live", "recorded pace", "Joined"), self.timeout)
         if "recorded pace" in status:  # Race found a replay: stop it and race it live
-            self.page.click("#stop")
-            self._wait_status(("Stopped",), 30)
+            self.page.click("#stop")  # a stopped replay still says "replay": give the stop a moment to land
+            time.sleep(1.5)
             clicked = time.time()
             self.page.click("#race-live")
             self._wait_status(("Racing live",), self.timeout)
@@ -148,7 +186,7 @@ class Browser:
 
 
 def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int, max_new_tokens: int, timeout: float,
-            browser: Browser | None, say=print) -> dict:
+            browser: Browser | None, engine: Engine | None, say=print) -> dict:
     """Alone and served runs, interleaved; each example's per-lane ratios and the medians over examples."""
     from gradio_client import Client
 
@@ -159,7 +197,8 @@ def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int,
 
     def run_alone(label, prompt):
         for lane in LANES:
-            runs[label]["alone"][lane].append(alone(page, prompt, lane, max_new_tokens, timeout))
+            runs[label]["alone"][lane].append(engine.run(prompt, lane, max_new_tokens) if engine
+                                              else alone(page, prompt, lane, max_new_tokens, timeout))
 
     def run_served(label, prompt):
         for lane, value in served(client, page, prompt, max_new_tokens, timeout).items():
@@ -216,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved; the median is reported (default 3)")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="default 128, as a click")
     parser.add_argument("--browser", action="store_true", help="also race from headless Chromium on the page")
+    parser.add_argument("--alone", choices=("engine", "cli"), default="engine", help="run alone in this process, models "
+                        "loaded once and warmed up as the race warms them (engine, the default), or as `python -m spec run "
+                        "--json` in a process of its own each time (cli: models loaded afresh, not warmed up)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds any one run may take (default 600)")
     parser.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds to wait for the app's pair to load (default 1800)")
     parser.add_argument("--examples-from", type=Path, help="a JSON list of [label, prompt] instead of the page's examples")
@@ -250,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{the_page.precision} precision; {len(examples)} examples x {args.repeats} repeats", flush=True)
         if args.browser:
             browser = Browser(url, args.timeout)
-        result = measure(url, the_page, examples, args.repeats, args.max_new_tokens, args.timeout, browser,
+        engine = Engine(the_page) if args.alone == "engine" else None
+        result = measure(url, the_page, examples, args.repeats, args.max_new_tokens, args.timeout, browser, engine,
                          say=lambda line: print(line, flush=True))
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -264,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         stop_app(server)
     channels = ["race"] + (["browser"] if args.browser else [])
     result["settings"] = dict(url=url, pair=the_page.preset, drafter=the_page.drafter, examples=[label for label, _ in examples],
-                              repeats=args.repeats, max_new_tokens=args.max_new_tokens, browser=args.browser, note=note)
+                              repeats=args.repeats, max_new_tokens=args.max_new_tokens, browser=args.browser, alone=args.alone,
+                              note=note)
     print(report(result, channels))
     print(json.dumps({key: value for key, value in result.items() if key != "runs"}))
     if args.json_out:

@@ -228,8 +228,8 @@ def _s(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} s"
 
 
-def report(visitors: list[Visitor], result: dict, goals, ready_note: str) -> str:
-    lines = [ready_note, "", f"{'#':>3} {'arrives':>8}  {'kind':7} {'outcome':7} {'answer':>8} {'verdict':>8}  prompt / note"]
+def report(visitors: list[Visitor], result: dict, goals) -> str:
+    lines = ["", f"{'#':>3} {'arrives':>8}  {'kind':7} {'outcome':7} {'answer':>8} {'verdict':>8}  prompt / note"]
     for v in visitors:
         what = v.label if len(v.label) <= 60 else v.label[:57] + "..."
         lines.append(f"{v.number:>3} {v.arrival:>7.1f}s  {v.kind:7} {v.outcome:7} {_s(v.first_answer):>8} {_s(v.verdict):>8}  "
@@ -248,15 +248,16 @@ def report(visitors: list[Visitor], result: dict, goals, ready_note: str) -> str
     return "\n".join(lines)
 
 
-def wait_preheated(url: str, page: Page, max_new_tokens: int, timeout: float) -> float:
-    """Until each of the page's examples comes back as a replay (preheating finished); seconds waited.
-    A probe that finds its example still racing or waiting watches it to its end, then asks again."""
+def wait_preheated(url: str, page: Page, examples: list[tuple[str, str]], timeout: float) -> float:
+    """Until each of `examples` (the page's, as a click sends them) comes back as a replay:
+    preheating finished; seconds waited. A probe that finds its example still racing or waiting
+    watches it to its end, then asks again."""
     from gradio_client import Client
 
     client, began = Client(url, verbose=False), time.monotonic()
     deadline = began + timeout
     while True:
-        pending = [label for label, prompt in page.examples if not _is_replay(client, page.inputs(prompt, max_new_tokens), deadline)]
+        pending = [label for label, prompt in examples if not _is_replay(client, page.inputs(prompt), deadline)]
         if not pending:
             return time.monotonic() - began
         if time.monotonic() > deadline:
@@ -317,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {"SPEC_APP_PRELOAD": "1", "SPEC_APP_PREHEAT": "0" if args.no_preheat else "1", **app_env(args.app_env)}
         url, pid = (check_url(args.url), args.pid) if args.url else (None, None)
         the_page = page(env)
+        preheated = list(the_page.examples)  # what the server races at start-up: the page's own examples
         if args.examples_from:
             the_page.examples = examples_from(args.examples_from)
         notes = []
@@ -331,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 wait_for_line(log, "Ready: " + re.escape(the_page.preset), server, args.ready_timeout, fail=r"Could not load")
                 notes.append(f"ready: the default pair loaded after {time.monotonic() - began:.0f} s (its 'Ready' line in the log)")
         if args.wait_ready and env["SPEC_APP_PREHEAT"] == "1":
-            waited = wait_preheated(url, the_page, args.max_new_tokens, args.ready_timeout)
+            waited = wait_preheated(url, the_page, preheated, args.ready_timeout)
             notes.append(f"ready: preheating finished, every example answered as a replay, after {waited:.0f} s more")
         elif not args.wait_ready:
             notes.append("not waiting for the app to be ready (no --wait-ready): the first visitors may see models load")
@@ -352,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                                 max_new_tokens=args.max_new_tokens, seed=args.seed, preheat=not args.no_preheat,
                                 wait_ready=args.wait_ready, pair=the_page.preset, drafter=the_page.drafter),
                   ready="; ".join(notes), targets=[dict(target=g, met=m, measured=s) for g, m, s in goals])
-    print(report(visitors, result, goals, "; ".join(notes)))
+    print(report(visitors, result, goals))
     print(json.dumps(result))
     if args.json_out:
         args.json_out.write_text(json.dumps({**result, "per_visitor": [asdict(v) for v in visitors]}, indent=2) + "\n")
