@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.served_app import SetupError, free_port as _free_port, start_app, stop_app
+from bench.served_app import SetupError, free_port as _free_port, is_busy, numbers_of, start_app, stop_app
 
 REPO = Path(__file__).resolve().parents[1]
 QUICK_LABEL = "SmolLM2-135M-Instruct (quick, offline)"
@@ -45,12 +45,11 @@ def _prompts() -> list[str]:
 
 
 def _outcome(outputs) -> str:
-    status, summary = outputs[0] or "", outputs[-1] or ""
-    if "try again in a minute" in status:
+    """finished, busy or no verdict, from /race's last update (status ... numbers, race-it-live)."""
+    if is_busy(outputs):
         return "busy"
-    if "Greedy" in summary or "Sampling" in summary:
-        return "finished"
-    return "no verdict"
+    numbers = numbers_of(outputs)
+    return "finished" if numbers and numbers.get("verdict") is not None else "no verdict"
 
 
 def soak(url: str, pid: int, clients: int, minutes: float, preset: str, drafter: str, max_new_tokens: int,
@@ -95,7 +94,7 @@ def soak(url: str, pid: int, clients: int, minutes: float, preset: str, drafter:
                 if outcome == "finished":
                     seconds.append(time.monotonic() - started)
                 if outcome == "no verdict":
-                    lost.append(f"client {number}: a race ended without its verdict: {re.sub('<[^>]+>', ' ', outputs[-1] or '')[:200]}")
+                    lost.append(f"client {number}: a race ended without its verdict: {re.sub('<[^>]+>', ' ', str(outputs[0] or ''))[:200]}")
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(clients)]
     for thread in threads:
