@@ -5,14 +5,19 @@ Model text is always escaped: it never becomes markup.
 """
 from __future__ import annotations
 
+import dataclasses
 import html
+import json
+import time
 
-from spec.config import HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
+from spec.config import AUTOREGRESSIVE, HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
 from spec.decoding.metrics import Stats
+from spec.serving.playback import View
 from spec.serving.race import (
-    BUSY, CANCELLED, DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, WAITING,
-    Explanation, Lane, RaceUpdate, Verdict, explain,
+    CANCELLED, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, WAITING, Explanation, Lane, Verdict, explain,
 )
+from spec.serving.recording import ENDED, FAILED
+from spec.serving.scheduler import JOINED, REPLAY
 
 KIND_LABELS = {  # the speculative pane's colours: (legend label, what it means)
     "accepted": ("accepted draft", "a token the draft model proposed and the target kept"),
@@ -113,72 +118,23 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}" if seconds < 0.01 else f"{seconds * 1000:.0f}"
 
 
-def race_chart(ar: Lane | None, sp: Lane | None, max_new_tokens: int) -> str:
-    """Tokens produced against compute time, both methods, as an inline SVG."""
-    width, height, left, right, top, bottom = 380, 190, 36, 10, 10, 32
-    plot_w, plot_h = width - left - right, height - top - bottom
-    traces = [(lane, colour) for lane, colour in ((ar, AR_COLOUR), (sp, SPEC_COLOUR)) if lane is not None]
-    seconds = max([lane.seconds for lane, _ in traces] + [0.0])
-    x_max = _nice(seconds) if seconds > 0 else 1.0
-    y_max = max([max_new_tokens] + [lane.stats.new_tokens for lane, _ in traces])
-
-    def point(t: float, n: int) -> str:
-        return f"{left + plot_w * t / x_max:.1f},{top + plot_h * (1 - n / y_max):.1f}"
-
-    lines = []
-    for lane, colour in traces:
-        trace = lane.trace[:: max(1, len(lane.trace) // 400)] + lane.trace[-1:]  # at most ~400 points
-        points = " ".join([point(0, 0)] + [point(t, n) for t, n in trace])
-        lines.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2.5" stroke-linejoin="round"/>')
-    grid = []
-    for fraction in (0, 0.5, 1):
-        x = left + plot_w * fraction
-        y = top + plot_h * (1 - fraction)
-        grid.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" class="grid"/>')
-        grid.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" class="grid"/>')
-        grid.append(f'<text x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{_seconds_tick(x_max * fraction)}</text>')
-        grid.append(f'<text x="{left - 5}" y="{y + 4:.1f}" text-anchor="end">{y_max * fraction:.0f}</text>')
-    label = "Tokens produced against compute time"
-    if ar is not None and sp is not None:
-        label += f": autoregressive {ar.stats.new_tokens} tokens in {ar.seconds:.2f} s, speculative {sp.stats.new_tokens} in {sp.seconds:.2f} s"
-    svg = (
-        f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(label)}" class="race-svg">'
-        + "".join(grid) + "".join(lines)
-        + f'<text x="{left + plot_w / 2:.1f}" y="{height - 3}" text-anchor="middle" class="axis">compute time (s)</text>'
-        + f'<text x="11" y="{top + plot_h / 2:.1f}" text-anchor="middle" class="axis" transform="rotate(-90 11 {top + plot_h / 2:.1f})">tokens</text>'
-        + "</svg>"
-    )
+def race_chart() -> str:
+    """The race chart's frame: the browser (app.js) draws tokens against compute time in it from
+    the few numbers each update carries, instead of the server rebuilding an SVG."""
     key = (f'<div class="chart-key"><span><i style="background:{AR_COLOUR}"></i>autoregressive</span>'
            f'<span><i style="background:{SPEC_COLOUR}"></i>speculative</span>'
            '<span class="chart-note">steeper is faster; both clocks count compute only</span></div>')
+    svg = ('<svg viewBox="0 0 380 190" role="img" aria-label="Tokens produced against compute time" class="race-svg" '
+           f'data-ar="{AR_COLOUR}" data-sp="{SPEC_COLOUR}"></svg>')
     return f'<div class="race-chart">{svg}{key}</div>'
-
-
-def _nice(value: float) -> float:
-    """A round axis end at or above `value`: 1, 2 or 5 times a power of ten."""
-    import math
-
-    power = 10 ** math.floor(math.log10(value))
-    return next(m * power for m in (1, 2, 5, 10) if m * power >= value)
-
-
-def _seconds_tick(value: float) -> str:
-    return f"{value:.0f}" if value >= 10 or value == 0 else f"{value:g}"
 
 
 # --- The panes and their numbers ---------------------------------------------------------------
 
 
-def pane(lane: Lane | None, placeholder: str = "") -> str:
-    if lane is None or (not lane.pieces and not lane.finished):
-        return f'<div class="pane"><span class="placeholder">{html.escape(placeholder)}</span></div>'
-    colour = lane.mode == SPECULATIVE
-    text = "".join(
-        f'<span class="tok tok-{kind}">{html.escape(piece)}</span>' if colour else html.escape(piece)
-        for piece, kind in lane.pieces
-    )
-    caret = "" if lane.finished else '<span class="caret"></span>'
-    return f'<div class="pane">{text}{caret}</div>'
+def pane(lane: str, placeholder: str) -> str:
+    """An empty pane; the browser (app.js) appends each update's new tokens to it."""
+    return f'<div class="pane" data-lane="{lane}"><span class="placeholder">{html.escape(placeholder)}</span></div>'
 
 
 def cell(label: str, value: str, title: str = "") -> str:
@@ -290,51 +246,126 @@ def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, preci
     return summary(f"{speed}<br>{same}", "done")
 
 
-Outputs = tuple  # (status, speed-up, chart, ar pane, spec pane, ar stats, spec stats, summary); None leaves one as it is
+# (status, speed-up, feed, ar stats, spec stats, summary, numbers, whether "race it live" shows); None leaves one as it is
+Outputs = tuple
+LANES = {AUTOREGRESSIVE: "ar", SPECULATIVE: "sp"}  # the feed's short names, as app.js reads them
 
 
-def outputs(update: RaceUpdate, config: GenerationConfig, drafter: str, precision_is_exact: bool, time_limit: float | None) -> Outputs:
-    """What one update of the race changes on the page. While a race waits, or its models load, the
-    previous race stays on screen."""
-    keep = (None,) * 7
-    if update.phase == WAITING:
-        ahead = update.ahead or 0
-        return (status(f"⏳ waiting: {ahead} ahead", "waiting"), *keep)
-    if update.phase == BUSY:
-        running, waiting = update.waiting or (0, 0)
-        return (status(f"The server is busy ({running} racing, {waiting} waiting): try again in a minute.", "busy"), *keep)
-    if update.phase == LOADING:
-        lines = "".join(f"<br>{html.escape(role)}: {html.escape(message)}" for role, message in update.loading.items())
-        return (status(f"Loading models ({update.loading_seconds:.0f} s; only a pair's first use waits){lines}", "loading"), *keep)
-    ar, sp = update.autoregressive, update.speculative
-    if ar is None:  # stopped before the race began
-        return (status("Stopped before the race began.", "info"), *keep)
+def feed(view: View, first: bool, watch_id: int, max_new_tokens: int) -> str:
+    """What the browser adds to the panes and the chart: this view's new tokens and points; on a
+    watch's first view, a reset; at the end, every token again (an update the browser skipped
+    cannot leave a pane short)."""
+    ended = view.phase in ENDED
+    lanes = {}
+    for mode, lane in ((AUTOREGRESSIVE, view.autoregressive), (SPECULATIVE, view.speculative)):
+        frames = view.new.get(mode, [])
+        pieces = lane.pieces if ended else [piece for frame in frames for piece in frame.pieces]
+        points = lane.trace if ended else [(frame.stats.seconds, frame.stats.new_tokens) for frame in frames]
+        lanes[LANES[mode]] = {
+            "pieces": pieces, "points": [[round(t, 4), n] for t, n in points], "done": lane.finished or ended,
+        }
+    update = {"watch": watch_id, "reset": first, "full": ended, "max": max_new_tokens, "lanes": lanes}
+    return json.dumps(update, separators=(",", ":"))
+
+
+def replay_label(view: View, now: float | None = None) -> str:
+    """'replay of a race run on this server at 14:02 UTC, 5 min ago', or '' for a live race."""
+    if view.how != REPLAY or view.recording.started is None:
+        return ""
+    started = view.recording.started
+    ago = max(0, int(((now or time.time()) - started) // 60))
+    when = time.strftime("%H:%M UTC", time.gmtime(started))
+    return f"replay of a race run on this server at {when}, {'just now' if ago == 0 else f'{ago} min ago'}"
+
+
+def _watching(view: View) -> str:
+    return f" · {view.watching} watching" if view.watching > 1 else ""
+
+
+def _status(view: View, time_limit: float | None) -> str:
+    if view.phase == WAITING:
+        wait = f", about {_duration(view.wait_seconds)}" if view.wait_seconds else ""
+        return status(f"⏳ waiting: {view.ahead or 0} ahead{wait}{_watching(view)}", "waiting")
+    if view.phase == LOADING:
+        lines = "".join(f"<br>{html.escape(role)}: {html.escape(message)}" for role, message in view.loading.items())
+        return status(f"Loading models (only a pair's first use waits){lines}", "loading")
+    if view.how == REPLAY:
+        label = html.escape(replay_label(view))
+        return status(f"▶ {label[:1].upper()}{label[1:]}: shown at its recorded pace{_watching(view)}", "replay")
+    if view.phase == RACING:
+        joined = "Joined a race already under way: shown from its start" if view.how == JOINED else "Racing live…"
+        return status(f"{joined}{_watching(view)}", "racing")
+    result = view.verdict
+    if result is not None and result.stopped == OUT_OF_TIME:
+        limit = f" of {time_limit:.0f} s" if time_limit else ""
+        return status(f"Stopped at this server's time limit{limit} per race.", "info")
+    if result is not None and result.stopped:
+        return status("Stopped.", "info")
+    return status("", "info")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def numbers(view: View) -> dict:
+    """The race as one JSON object (the API's last output): each lane's statistics with the keys of
+    `python -m spec run --json`, the verdict, why, and whether it was live, joined or a replay."""
+    request = view.recording.request
+    lanes = {}
+    for lane in (view.autoregressive, view.speculative):
+        lanes[lane.mode] = {
+            "text": "".join(text for text, _ in lane.pieces), "token_ids": list(lane.token_ids), "mode": lane.mode,
+            "drafter": request.drafter if lane.mode == SPECULATIVE and request else None,
+            "target": request.target.ref if request else None,
+            "draft": request.draft.ref if request and request.draft and lane.mode == SPECULATIVE else None,
+            **lane.stats.as_dict(),
+        }
+    k = request.config.num_assistant_tokens if request else 4
+    return {
+        "how": view.how, "replay_of": replay_label(view) or None, "ran_at": view.recording.started,
+        "watching": view.watching, "phase": view.phase, "error": view.error,
+        "verdict": dataclasses.asdict(view.verdict) if view.verdict else None,
+        "explanation": dataclasses.asdict(explain(view.autoregressive.stats, view.speculative.stats, k)),
+        **lanes,
+    }
+
+
+def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exact: bool, time_limit: float | None,
+         first: bool = False, watch_id: int = 0) -> Outputs:
+    """What one view of a race changes on the page. While a race waits or loads, the previous race
+    stays on screen; a failure says its sentence next to Race."""
+    live_button = view.how == REPLAY  # the "race it live" button shows beside a replay
+    if view.phase == FAILED:
+        return (status(html.escape(view.error or ""), "error"), None, None, None, None, None, numbers(view), live_button)
+    if view.phase in (WAITING, LOADING):
+        return (_status(view, time_limit), None, None, None, None, None, None, live_button)
+    ar, sp = view.autoregressive, view.speculative
+    if not ar.trace and not sp.trace:  # stopped while it waited or loaded: the last race stays on screen
+        return (status("Stopped before the race began.", "info"), None, None, None, None, None, numbers(view), live_button)
     how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
-    result = update.verdict
-    if update.phase == RACING:
-        line = status("Racing…", "racing")
+    ended = view.phase in ENDED
+    if not ended:
         message = summary(f"Racing… autoregressive {ar.stats.new_tokens} tokens, speculative {sp.stats.new_tokens} tokens "
                           f"(after {ar.seconds:.2f} s and {sp.seconds:.2f} s of compute).")
     else:
-        if result.stopped == OUT_OF_TIME:
-            limit = f" of {time_limit:.0f} s" if time_limit else ""
-            line = status(f"Stopped at this server's time limit{limit} per race.", "info")
-        elif result.stopped:
-            line = status("Stopped.", "info")
-        else:
-            line = status("", "info")
-        message = verdict(result, ar, sp, config, precision_is_exact)
-    k = config.num_assistant_tokens
+        message = verdict(view.verdict, ar, sp, config, precision_is_exact)
     return (
-        line, speedup(ex, result if update.phase in (DONE, STOPPED) else None, how),
-        race_chart(ar, sp, config.max_new_tokens), pane(ar), pane(sp), stats(ar, False), stats(sp, True, k), message,
+        _status(view, time_limit), speedup(ex, view.verdict if ended else None, how), feed(view, first, watch_id, config.max_new_tokens),
+        stats(ar, False), stats(sp, True, config.num_assistant_tokens), message, numbers(view) if ended else None,
+        live_button,
     )
 
 
 def failure(message: str) -> Outputs:
-    """A failed race: its sentence next to Race; the previous race stays on screen."""
+    """A race that could not start: its sentence next to Race; the previous race stays on screen."""
     return (status(html.escape(message), "error"), *(None,) * 7)
+
+
+def busy(running: int, waiting: int) -> Outputs:
+    """A full line, said calmly: not an error."""
+    return (status(f"The server is busy ({running} racing, {waiting} waiting): try again in a minute.", "busy"), *(None,) * 7)
 
 
 def preparing(label: str, message: str, instead: str) -> str:

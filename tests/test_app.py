@@ -1,7 +1,7 @@
 """The Space, served in-process on tiny models and driven like its visitors drive it.
 
-gradio_client checks the streams, the numbers, the errors, Stop and the queue; Playwright with
-Debian's Chromium checks the real page (and that closing the tab stops the race).
+gradio_client checks the streams, the numbers, the errors, Stop, the line, joins and replays;
+Playwright with Debian's Chromium checks the real page (and that closing the tab stops the race).
 """
 from __future__ import annotations
 
@@ -107,6 +107,18 @@ def text_of(pane_html: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", pane_html))
 
 
+def feeds(updates) -> list[dict]:
+    """The browser's part of each update (new tokens and chart points), where it had one."""
+    import json
+
+    return [json.loads(update[2]) for update in updates if isinstance(update[2], str) and update[2].startswith("{")]
+
+
+def texts(result) -> tuple[str, str]:
+    """(autoregressive, speculative) text of a finished race, from the numbers /race returns last."""
+    return result[6]["autoregressive"]["text"], result[6]["speculative"]["text"]
+
+
 def numbers(stats_html: str) -> dict[str, str]:
     """label -> shown value, from the stats cells."""
     return {label: value for value, label in re.findall(r"<b>(.*?)</b><span>(.*?)</span>", stats_html)}
@@ -123,16 +135,18 @@ def wait_for(predicate, timeout: float, what: str):
 
 def test_both_panes_stream_and_greedy_texts_match(served):
     job = client(served).submit(**race_args(served, "The quick brown fox", max_new_tokens=64), api_name="/race")
-    status, speedup, chart, ar_pane, spec_pane, ar_stats, spec_stats, summary = job.result(timeout=60)
-    updates = job.outputs()
-
-    ar_texts = {text_of(update[3]) for update in updates if update[3] and "placeholder" not in update[3]}
-    spec_texts = {text_of(update[4]) for update in updates if update[4] and "placeholder" not in update[4]}
-    assert len(ar_texts) >= 5 and len(spec_texts) >= 3, "the panes should fill step by step, not all at once"
-    assert text_of(ar_pane) and text_of(ar_pane) == text_of(spec_pane)
+    status, speedup, feed, ar_stats, spec_stats, summary, result = job.result(timeout=60)
+    updates = feeds(job.outputs())
+    assert sum(1 for u in updates if u["lanes"]["ar"]["pieces"]) >= 5 and sum(1 for u in updates if u["lanes"]["sp"]["pieces"]) >= 3, \
+        "the panes should fill step by step, not all at once"
+    streamed = "".join(text for u in updates if not u["full"] for text, _ in u["lanes"]["ar"]["pieces"])
+    ar_text, spec_text = texts((status, speedup, feed, ar_stats, spec_stats, summary, result))
+    assert ar_text and ar_text == spec_text and streamed == ar_text, "each update carries only the new tokens"
+    assert updates[-1]["full"] and "".join(t for t, _ in updates[-1]["lanes"]["sp"]["pieces"]) == spec_text
     assert "identical" in summary and ("faster" in speedup or "slower" in speedup)
     assert "tokens per target call" in speedup and "verify call costs" in speedup and "predicts" in speedup
-    assert chart.count("<polyline") == 2
+    assert result["how"] == "live" and result["verdict"]["identical"] and result["phase"] == "done"
+    assert result["speculative"]["new_tokens"] == 64 and result["speculative"]["decode_tokens_per_second"] > 0
 
     ar, spec = numbers(ar_stats), numbers(spec_stats)
     assert ar["new tokens"] == spec["new tokens"] == "64"
@@ -143,19 +157,36 @@ def test_both_panes_stream_and_greedy_texts_match(served):
     assert "kept</span>" in spec_stats, "the histogram of kept draft tokens is missing"
 
 
+def test_the_same_race_again_is_a_replay_labelled_on_the_page_and_in_the_api(served):
+    c = client(served)
+    args = race_args(served, "The quick brown fox", max_new_tokens=64)
+    first = c.predict(**args, api_name="/race")
+    job = c.submit(**args, api_name="/race")
+    again = job.result(timeout=60)
+    assert again[6]["how"] == "replay" and again[6]["replay_of"].startswith("replay of a race run on this server at")
+    assert "Replay of a race run on this server" in again[0] and texts(again) == texts(first)
+    live = c.predict(**args, api_name="/race_live")
+    assert live[6]["how"] == "live" and texts(live) == texts(first), "race it live computes it again"
+
+
 def test_tokens_are_coloured_by_provenance(served):
-    spec_pane = client(served).predict(**race_args(served, "The quick brown fox", max_new_tokens=64), api_name="/race")[4]
-    kinds = re.findall(r'class="tok tok-(\w+)"', spec_pane)
+    job = client(served).submit(**race_args(served, "The quick brown fox", max_new_tokens=60), api_name="/race")
+    job.result(timeout=60)
+    kinds = [kind for _, kind in feeds(job.outputs())[-1]["lanes"]["sp"]["pieces"]]
     assert set(kinds) <= {"target", "accepted", "correction", "bonus"}
     assert "accepted" in kinds and {"correction", "bonus"} & set(kinds), kinds
 
 
 def test_prompt_lookup_and_sampling_run(served):
     c = client(served)
-    *_, summary = c.predict(**race_args(served, "one two three one two three one two", drafter="prompt-lookup"), api_name="/race")
+    summary = c.predict(**race_args(served, "one two three one two three one two", drafter="prompt-lookup"), api_name="/race")[5]
     assert "identical" in summary
-    *_, summary = c.predict(**race_args(served, "one two three", temperature=0.8, top_p=0.9), api_name="/race")
-    assert "Sampling at temperature 0.8" in summary
+    result = c.predict(**race_args(served, "one two three", temperature=0.8, top_p=0.9), api_name="/race")
+    assert "Sampling at temperature 0.8" in result[5] and result[6]["verdict"]["identical"] is None
+    again = c.predict(**race_args(served, "one two three", temperature=0.8, top_p=0.9), api_name="/race")
+    assert again[6]["how"] == "replay", "a sampled race with the same seed is the same race"
+    fresh = c.predict(**race_args(served, "one two three", temperature=0.8, top_p=0.9, seed=""), api_name="/race")
+    assert fresh[6]["how"] == "live", "without a seed a sampled race is never replayed"
 
 
 @pytest.mark.parametrize(
@@ -190,11 +221,12 @@ def test_stop_stops_both_panes(served):
     job = c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS), api_name="/race")
     wait_for(lambda: len(job.outputs()) >= 5, 30, "the race to start streaming")
     c.predict(api_name="/stop")
-    status, speedup, chart, ar_pane, spec_pane, ar_stats, spec_stats, summary = job.result(timeout=10)
-    assert "Stopped" in summary and "Stopped" in status
+    status, speedup, feed, ar_stats, spec_stats, summary, result = job.result(timeout=10)
+    assert "Stopped" in summary and "Stopped" in status and result["verdict"]["stopped"] == "cancelled"
     assert int(numbers(ar_stats)["new tokens"]) < LONG_TOKENS and int(numbers(spec_stats)["new tokens"]) < LONG_TOKENS
-    assert "caret" not in ar_pane + spec_pane
+    assert feeds(job.outputs())[-1]["lanes"]["ar"]["done"], "the panes end (no caret)"
     wait_for(lambda: served.app.sessions.running() == 0, 5, "the race to let go of its cancel event")
+    wait_for(lambda: served.app.scheduler.counts() == (0, 0), 10, "the race nobody watches any more to stop")
 
 
 def test_several_clients_at_once_each_get_their_own_text(served):
@@ -218,11 +250,34 @@ def test_several_clients_at_once_each_get_their_own_text(served):
     assert not errors, errors
     target = served.app.registry.get(ModelKey(served.pair.target, served.pair.weight_format, served.pair.precision))
     for prompt in prompts:
-        ar_pane, spec_pane = results[prompt][3:5]
         steps = generate(prompt, target, GenerationConfig(max_new_tokens=24), "autoregressive")
         alone = "".join(step.text for step in steps)
-        assert text_of(ar_pane) == text_of(spec_pane) == alone, prompt
-    assert len({text_of(results[p][3]) for p in prompts}) == len(prompts)
+        assert texts(results[prompt]) == (alone, alone), prompt
+    assert len({texts(results[p])[0] for p in prompts}) == len(prompts)
+
+
+def test_visitors_asking_for_the_same_race_share_one_computation(served, slow_races):
+    c = client(served)
+    args = race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS - 7)
+    jobs = [c.submit(**args, api_name="/race") for _ in range(3)]
+    results = [job.result(timeout=120) for job in jobs]
+    assert sorted(r[6]["how"] for r in results) == ["joined", "joined", "live"]
+    assert slow_races.count(LONG_PROMPT) == 2, "one race computes two lanes, once"
+    assert len({texts(r) for r in results}) == 1
+
+
+def test_the_examples_are_raced_before_anyone_asks(served, monkeypatch):
+    app = served.app
+    # Short examples: the page's own do not fit the tiny models' context with 128 new tokens.
+    monkeypatch.setattr(app, "EXAMPLES", [("Fox", "The quick brown fox jumps"), ("Count", "one two three four")])
+    assert app.scheduler.preheat(app.example_requests()) == 2
+    wait_for(lambda: all(app.store.get(r.key) for r in app.example_requests()), 120, "the examples to be preheated")
+    defaults = dict(k=app.DEFAULTS["k"], dynamic_k=app.DEFAULTS["dynamic_k"], max_new_tokens=app.DEFAULTS["max_new_tokens"],
+                    drafter=served.pair.drafters[0])
+    job = client(served).submit(**race_args(served, "one two three four", **defaults), api_name="/race")
+    result = job.result(timeout=60)
+    assert result[6]["how"] == "replay" and "Replay" in result[0], "a clicked example is a replay from the first click"
+    assert "waiting" not in job.outputs()[0][0] and "Loading" not in job.outputs()[0][0]
 
 
 # --- a real browser ---------------------------------------------------------------------------
@@ -251,14 +306,15 @@ def browser():
         browser.close()
 
 
-def start_long_race(page, url: str) -> None:
-    """Open the page, start a LONG_TOKENS race on LONG_PROMPT and wait until the first pane streams."""
+def start_long_race(page, url: str, tokens: int = LONG_TOKENS) -> None:
+    """Open the page, start a race of `tokens` on LONG_PROMPT and wait until the first pane streams
+    (each test its own length: a race that ran before would be a replay)."""
     page.goto(url, wait_until="domcontentloaded")
     page.locator("#prompt textarea").fill(LONG_PROMPT)
-    page.locator("#max-new-tokens input[type=number]").fill(str(LONG_TOKENS))
+    page.locator("#max-new-tokens input[type=number]").fill(str(tokens))
     page.locator("#max-new-tokens input[type=number]").press("Enter")
     page.locator("#run").click()
-    page.locator("#ar-output .pane:not(:has(.placeholder))").wait_for(timeout=30_000)
+    page.locator("#ar-output .pane span:not(.placeholder)").first.wait_for(timeout=30_000)
 
 
 def choose_pair(page, label: str) -> None:
@@ -279,7 +335,7 @@ def test_browser_runs_a_race_and_shows_the_result_above_the_fold(served, browser
         page.get_by_text("Advanced: K, sampling, seed").click()
         page.get_by_label("Dynamic K", exact=False).uncheck()  # fixed K: see race_args
         page.get_by_text("Advanced: K, sampling, seed").click()
-        page.locator("#max-new-tokens input[type=number]").fill("80")
+        page.locator("#max-new-tokens input[type=number]").fill("81")
         page.locator("#max-new-tokens input[type=number]").press("Enter")
         page.evaluate("window.scrollTo(0, 0)")
         page.locator("#run").click()
@@ -321,6 +377,12 @@ def test_phone_width_and_dark_mode_stay_readable(served, browser):
             page.locator("#prompt textarea").fill("The quick brown fox")
             page.locator("#run").click()
             page.locator("#summary").get_by_text("identical").wait_for(timeout=60_000)
+            if size[0] < 1000:  # a phone: the prompt, Race and the live result come first
+                page.evaluate("window.scrollTo(0, 0)")
+                assert page.locator("#run").bounding_box()["y"] + 40 < size[1], "Race is below the first screen"
+                assert page.locator("#speedup").bounding_box()["y"] < size[1], "the result starts below the first screen"
+                assert page.locator("#hub-notice").bounding_box() is None or \
+                    page.locator("#hub-notice").bounding_box()["y"] > page.locator("#spec-output").bounding_box()["y"]
             prompt_width = page.locator("#prompt textarea").bounding_box()["width"]
             assert prompt_width >= 0.75 * size[0] or size[0] > 1000, f"the prompt is squeezed to {prompt_width:.0f} px"
             overflowing = page.evaluate(
@@ -340,34 +402,33 @@ def test_phone_width_and_dark_mode_stay_readable(served, browser):
 
 def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
     app = served.app
-    closed_early = []  # one entry per engine generator closed before it finished
-    real_generate = spec.serving.race.generate
+    cut_short = []  # one entry per engine generator that ended before its tokens were all made
 
     def spying_generate(*args, **kwargs):
         steps = real_generate(*args, **kwargs)
 
         def spy():
-            finished = False
+            step = None
             try:
                 for step in steps:
-                    finished = step.finished
                     yield step
                     time.sleep(0.01)  # wall time only (the clock is paused): the race outlasts the page
-            except GeneratorExit:
-                if not finished:
-                    closed_early.append(args[3] if len(args) > 3 else kwargs.get("mode"))
-                raise
             finally:
                 steps.close()
+                if step is None or step.stats.new_tokens < LONG_TOKENS - 1:
+                    cut_short.append(args[3] if len(args) > 3 else kwargs.get("mode"))
 
         return spy()
 
+    real_generate = spec.serving.race.generate
     monkeypatch.setattr(spec.serving.race, "generate", spying_generate)
     page = browser.new_page()
-    start_long_race(page, served.url)
+    start_long_race(page, served.url, LONG_TOKENS - 1)
     page.close()
     wait_for(lambda: app.sessions.running() == 0, 15, "the server to drop the race of a closed tab")
-    assert sorted(closed_early) == ["autoregressive", "speculative"], f"closed before finishing: {closed_early}"
+    wait_for(lambda: app.scheduler.counts() == (0, 0), 15, "the race nobody watches to stop")
+    wait_for(lambda: len(cut_short) == 2, 5, "both lanes to end")
+    assert sorted(cut_short) == ["autoregressive", "speculative"], f"cut short: {cut_short}"
 
 
 @pytest.fixture
@@ -384,7 +445,7 @@ def slow_races(served, monkeypatch) -> list[str]:
             try:
                 for step in steps:
                     yield step
-                    time.sleep(0.01)
+                    time.sleep(0.03)  # about 20 s a race: it outlasts what the test does meanwhile
             finally:
                 steps.close()
 
@@ -404,12 +465,12 @@ def test_a_queued_visitor_sees_its_place_and_stop_drops_its_race(served, browser
     """With the one race slot taken, a visitor waits, sees how many are ahead, and Stop ends the wait."""
     app = served.app
     c = client(served)
-    first = c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS), api_name="/race")
+    first = c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS - 2), api_name="/race")
     wait_for(lambda: len(first.outputs()) >= 3, 30, "the first race to start streaming")
     page = browser.new_page()
     try:
         page.goto(served.url, wait_until="domcontentloaded")
-        page.locator("#prompt textarea").fill("The quick brown fox")
+        page.locator("#prompt textarea").fill("A queued fox")  # never raced before: not a replay
         page.locator("#run").click()
         page.locator("#status").get_by_text("waiting: 1 ahead").wait_for(timeout=5_000)
         page.locator("#stop").click()
@@ -421,12 +482,12 @@ def test_a_queued_visitor_sees_its_place_and_stop_drops_its_race(served, browser
         leaving.locator("#run").click()
         leaving.locator("#status").get_by_text("waiting: 1 ahead").wait_for(timeout=5_000)
         leaving.close()
-        wait_for(lambda: app.room.counts() == (1, 0), 10, "the closed tab's race to leave the line")
+        wait_for(lambda: app.scheduler.counts() == (1, 0), 10, "the closed tab's race to leave the line")
         assert app.sessions.running() == 1, "the first race ended before the check: make it longer"
         c.predict(api_name="/stop")  # the slot frees: a race still waiting would start now
         first.result(timeout=10)
         time.sleep(1.0)
-        assert "The quick brown fox" not in slow_races and app.sessions.running() == 0
+        assert "A queued fox" not in slow_races and app.sessions.running() == 0
         assert "identical" not in page.locator("#summary").inner_text()
     finally:
         page.close()
@@ -436,13 +497,13 @@ def test_a_queued_visitor_sees_its_place_and_stop_drops_its_race(served, browser
 def test_stop_in_the_browser_keeps_the_final_stopped_summary(served, browser, slow_races):
     page = browser.new_page()
     try:
-        start_long_race(page, served.url)
+        start_long_race(page, served.url, LONG_TOKENS - 3)
         assert served.app.sessions.running() == 1, "the race ended before Stop: the test checks nothing"
         page.locator("#stop").click()
         page.locator("#summary").get_by_text("Stopped").wait_for(timeout=10_000)
         time.sleep(1.0)
         assert "Stopped" in page.locator("#summary").inner_text()
-        assert page.locator("#ar-output .caret, #spec-output .caret").count() == 0
+        assert page.locator("#ar-output .pane.running, #spec-output .pane.running").count() == 0
     finally:
         page.close()
 
@@ -451,10 +512,12 @@ def test_a_full_line_reads_busy_without_error_styling(served, browser, slow_race
     """One race runs and SPEC_MAX_QUEUE wait; the next visitor is told, calmly, to come back."""
     app = served.app
     c = client(served)
-    jobs = [c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS), api_name="/race") for _ in range(app.MAX_QUEUE + 1)]
+    # Distinct races (another length each): identical ones would join, taking no place in line.
+    jobs = [c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS - 10 - i), api_name="/race")
+            for i in range(app.S.max_queue + 1)]
     page = browser.new_page()
     try:
-        wait_for(lambda: app.room.counts() == (1, app.MAX_QUEUE), 30, "the line to fill")
+        wait_for(lambda: app.scheduler.counts() == (1, app.S.max_queue), 30, "the line to fill")
         page.goto(served.url, wait_until="domcontentloaded")
         page.locator("#prompt textarea").fill("Once upon a time")  # the tiny model's context is short
         page.locator("#run").click()
@@ -515,16 +578,16 @@ def test_with_local_models_disallowed_no_message_names_a_server_path(served, bro
 
 def test_the_api_accepts_every_drafter_the_page_offers(served, monkeypatch):
     """For every pair in the list and every drafter the page offers it, /race takes the request."""
-    from spec.serving.race import BUSY, RaceUpdate
+    from spec.serving.scheduler import Busy
 
     app = served.app
     asked = []
 
-    def engine(prompt, target_key, draft_key, drafter, *args, **kwargs):  # stands in for the race: no model loads
-        asked.append((target_key.ref, draft_key.ref if draft_key else None, drafter))
-        yield RaceUpdate(BUSY, waiting=(0, 0))
+    def submit(request, fresh=False):  # stands in for the scheduler: no model loads
+        asked.append((request.target.ref, request.draft.ref if request.draft else None, request.drafter))
+        raise Busy(0, 0)
 
-    monkeypatch.setattr(app, "run_race", engine)
+    monkeypatch.setattr(app.scheduler, "submit", submit)
     monkeypatch.setitem(app._hub, "reachable", True)
     c = client(served)
     expected = []

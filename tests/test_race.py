@@ -2,7 +2,6 @@
 the verdict, and why speculative wins or loses."""
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 
@@ -12,11 +11,10 @@ from spec.decoding.adaptive_k import expected_tokens
 from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
 from spec.serving.race import (
-    BUSY, DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, WAITING, Lane, Limits, PromptTooLong,
-    explain, race, run_race, verdict,
+    DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, Lane, Limits, PromptTooLong, check_prompt,
+    explain, load_pair, run_race, verdict,
 )
 from spec.models.registry import ModelRegistry
-from spec.serving.sessions import RoomFull, WaitingRoom
 from tests.conftest import models_dir_at
 
 
@@ -76,15 +74,24 @@ def test_the_verdict_names_the_first_differing_token_and_the_speedup():
     assert verdict(_lane([1, 2], 10.0), _lane([5, 6], 5.0), GenerationConfig(temperature=0.7)).identical is None
 
 
-def test_loading_reports_progress_then_races(tiny_checkpoints, tiny_models_dir):
+def _drain(generator):
+    """A generator's updates, and the value it returned."""
+    updates = []
+    while True:
+        try:
+            updates.append(next(generator))
+        except StopIteration as done:
+            return updates, done.value
+
+
+def test_loading_reports_progress_then_gives_the_pair(tiny_checkpoints, tiny_models_dir):
     target_dir, draft_dir = tiny_checkpoints
     registry = ModelRegistry()
     keys = ModelKey(str(target_dir), "fp32", "f32"), ModelKey(str(draft_dir), "fp32", "f32")
     with models_dir_at(tiny_models_dir):
-        updates = list(race("Hello", *keys, DRAFT_MODEL, GenerationConfig(max_new_tokens=8), registry, threading.Event()))
-    loading = [u for u in updates if u.phase == LOADING]
-    assert loading and {"Target", "Draft"} <= set(loading[-1].loading)
-    assert updates[-1].phase == DONE and set(registry.loaded()) == set(keys)
+        updates, models = _drain(load_pair(registry, *keys, threading.Event()))
+    assert updates and all(u.phase == LOADING for u in updates) and {"Target", "Draft"} <= set(updates[-1].loading)
+    assert [m.key for m in models] == list(keys) and set(registry.loaded()) == set(keys)
 
 
 def test_stop_while_loading_leaves_the_models_loading(tiny_checkpoints, tiny_models_dir):
@@ -94,9 +101,8 @@ def test_stop_while_loading_leaves_the_models_loading(tiny_checkpoints, tiny_mod
     cancel = threading.Event()
     cancel.set()
     with models_dir_at(tiny_models_dir):
-        updates = list(race("Hello", key, None, "prompt-lookup", GenerationConfig(max_new_tokens=4), registry, cancel))
-        assert updates[-1].phase == STOPPED and updates[-1].verdict.stopped
-        assert updates[-1].autoregressive is None  # stopped before the race began
+        _, models = _drain(load_pair(registry, key, None, cancel))
+        assert models is None  # stopped before the race began
         # The load goes on in the background, so the next race starts sooner.
         deadline = time.monotonic() + 60
         while key not in registry.loaded() and time.monotonic() < deadline:
@@ -159,61 +165,17 @@ def loaded(tiny_checkpoints, tiny_models_dir):
     return registry, key
 
 
-def test_a_prompt_too_long_is_refused_before_it_waits(loaded):
+def test_a_prompt_too_long_is_refused_with_how_much_to_cut(loaded):
     registry, key = loaded
-    room = WaitingRoom(1, 4)
-    with room.ticket():  # the one slot is taken: a race would wait
-        long_prompt = "one two three four " * 200
-        started = time.monotonic()
-        with pytest.raises(PromptTooLong, match=r"at most 100 tokens"):
-            next(race(long_prompt, key, None, PROMPT_LOOKUP, GenerationConfig(max_new_tokens=8), registry,
-                      threading.Event(), Limits(max_prompt_tokens=100), room))
-        assert time.monotonic() - started < 1.0
-        # The model's context (512 tokens for the tiny model) bounds the prompt and the answer together.
-        with pytest.raises(PromptTooLong, match=r"context of 512 tokens"):
-            next(race("one two three " * 40, key, None, PROMPT_LOOKUP, GenerationConfig(max_new_tokens=400), registry,
-                      threading.Event(), Limits(max_prompt_tokens=1000), room))
-        assert room.counts() == (1, 0), "a refused race must not keep a place in line"
-
-
-def test_a_waiting_race_says_how_many_are_ahead_and_a_full_room_says_busy(loaded):
-    registry, key = loaded
-    room = WaitingRoom(1, 1)
-    config = GenerationConfig(max_new_tokens=4)
-    with room.ticket():
-        waiting = race("Hello", key, None, PROMPT_LOOKUP, config, registry, threading.Event(), Limits(), room)
-        first = next(waiting)
-        assert first.phase == WAITING and first.ahead == 1
-        busy = list(race("Hello", key, None, PROMPT_LOOKUP, config, registry, threading.Event(), Limits(), room))
-        assert [u.phase for u in busy] == [BUSY] and busy[0].waiting == (1, 1)
-    rest = list(waiting)  # the slot is free: the waiting race runs to the end
-    assert rest[-1].phase == DONE and room.counts() == (0, 0)
-
-
-def test_stop_while_waiting_gives_up_the_place_without_racing(loaded):
-    registry, key = loaded
-    room, cancel = WaitingRoom(1, 2), threading.Event()
-    with room.ticket():
-        waiting = race("Hello", key, None, PROMPT_LOOKUP, GenerationConfig(max_new_tokens=4), registry, cancel, Limits(), room)
-        assert next(waiting).phase == WAITING
-        cancel.set()
-        updates = list(waiting)
-        assert updates[-1].phase == STOPPED and updates[-1].autoregressive is None
-        assert room.counts() == (1, 0)
-
-
-def test_the_waiting_room_admits_in_arrival_order_and_turns_away_past_its_line():
-    room = WaitingRoom(2, 2)
-    first, second = contextlib.ExitStack(), contextlib.ExitStack()
-    a = first.enter_context(room.ticket())
-    b = second.enter_context(room.ticket())
-    with room.ticket() as c, room.ticket() as d:
-        assert a.admitted and b.admitted and a.ahead == 0
-        assert not c.admitted and (c.ahead, d.ahead) == (2, 3)
-        with pytest.raises(RoomFull):
-            with room.ticket():
-                pass
-        first.close()  # the first race ends: the longest waiting one gets its slot
-        assert c.admitted and c.wait(0) and d.ahead == 2 and not d.admitted
-    second.close()
-    assert room.counts() == (0, 0)
+    target = registry.get(key)
+    long_prompt = "one two three four " * 200
+    started = time.monotonic()
+    with pytest.raises(PromptTooLong, match=r"at most 100 tokens"):
+        check_prompt(long_prompt, target, GenerationConfig(max_new_tokens=8), Limits(max_prompt_tokens=100))
+    assert time.monotonic() - started < 1.0
+    with pytest.raises(PromptTooLong, match=r"far more than"):  # refused without tokenizing megabytes
+        check_prompt("x" * 1_000_000, target, GenerationConfig(max_new_tokens=8), Limits(max_prompt_tokens=100))
+    # The model's context (512 tokens for the tiny model) bounds the prompt and the answer together.
+    with pytest.raises(PromptTooLong, match=r"context of 512 tokens"):
+        check_prompt("one two three " * 40, target, GenerationConfig(max_new_tokens=400), Limits(max_prompt_tokens=1000))
+    assert check_prompt("Hello", target, GenerationConfig(max_new_tokens=8), Limits()) > 0

@@ -3,28 +3,59 @@ and bar says what it is; a speed-up on too few tokens is not a verdict."""
 from __future__ import annotations
 
 import html
+import json
 import re
+from pathlib import Path
 
 import render
 from spec.config import AUTOREGRESSIVE, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
-from spec.decoding.generation import Step
 from spec.decoding.metrics import Stats
-from spec.serving.race import BUSY, MIN_TOKENS_FOR_VERDICT, WAITING, Lane, RaceUpdate, explain, verdict
+from spec.serving.playback import View
+from spec.serving.race import DONE, MIN_TOKENS_FOR_VERDICT, RACING, WAITING, Lane, explain, verdict
+from spec.serving.recording import Frame, Recording
+from spec.serving.scheduler import LIVE
+
+APP_JS = (Path(__file__).resolve().parents[1] / "app.js").read_text()
 
 
 def text_of(pane_html: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", pane_html))
 
 
-def test_model_text_is_escaped_never_markup():
-    step = Step([1, 2], ["accepted", "bonus"], [("<b>x</b>", "accepted"), (" & <script>", "bonus")], "", Stats(), True)
-    for mode in (AUTOREGRESSIVE, SPECULATIVE):
-        lane = Lane(mode, iter([step]))
-        lane.advance()
-        pane = render.pane(lane)
-        assert "<b>" not in pane and "<script>" not in pane
-        assert text_of(pane) == "<b>x</b> & <script>"
-        assert ('<span class="tok tok-accepted">&lt;b&gt;' in pane) == (mode == SPECULATIVE)
+def _view(pieces: list[tuple[str, str]], phase: str = RACING, how: str = LIVE) -> View:
+    """A view whose speculative lane just showed `pieces` in one step (the autoregressive lane one token)."""
+    stats = Stats(new_tokens=len(pieces), seconds=0.5, ttft_seconds=0.1)
+    frames = {AUTOREGRESSIVE: [Frame(0.1, AUTOREGRESSIVE, (("x", "target"),), (1,), Stats(new_tokens=1, seconds=0.1), False)],
+              SPECULATIVE: [Frame(0.5, SPECULATIVE, tuple(pieces), tuple(range(len(pieces))), stats, False)]}
+    lanes = {}
+    for mode, shown in frames.items():
+        lane = Lane(mode, iter(()))
+        for frame in shown:
+            lane.pieces += frame.pieces
+            lane.stats = frame.stats
+            lane.trace.append((frame.stats.seconds, frame.stats.new_tokens))
+        lanes[mode] = lane
+    return View(phase, how, Recording(None), lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], frames)
+
+
+def test_model_text_reaches_the_page_as_text_never_markup():
+    pieces = [("<b>x</b>", "accepted"), (" & <script>", "bonus")]
+    update = json.loads(render.feed(_view(pieces), True, 7, 64))
+    assert update["lanes"]["sp"]["pieces"] == [list(piece) for piece in pieces] and update["reset"] and update["watch"] == 7
+    # The browser puts each piece in as a text node; innerHTML is written only with the chart's own numbers.
+    assert "span.textContent = text" in APP_JS
+    assert all("text" not in line for line in APP_JS.splitlines() if "innerHTML" in line)
+
+
+def test_an_update_carries_only_what_is_new_and_the_last_one_everything():
+    view = _view([("a", "lookup")])
+    racing = json.loads(render.feed(view, False, 1, 64))
+    assert racing["lanes"]["ar"]["pieces"] == [["x", "target"]] and not racing["full"]
+    view.new = {AUTOREGRESSIVE: [], SPECULATIVE: []}
+    view.phase = DONE
+    final = json.loads(render.feed(view, False, 1, 64))
+    assert final["full"] and final["lanes"]["sp"]["pieces"] == [["a", "lookup"]], "a skipped update cannot leave a pane short"
+    assert final["lanes"]["sp"]["points"] == [[0.5, 1]]
 
 
 def test_every_histogram_bar_says_what_it_is_and_none_kept_is_not_green():
@@ -65,29 +96,29 @@ def test_a_speedup_on_too_few_tokens_is_uncertain_not_a_winner():
     assert "2.00×" in long and "faster" in text_of(long) and "too few" not in long
 
 
-def test_the_race_chart_draws_both_lanes():
-    ar, sp = _lanes(30, 30)
-    chart = render.race_chart(ar, sp, 64)
-    assert chart.count("<polyline") == 2 and "<svg" in chart and "compute time" in chart
+def test_the_race_chart_is_drawn_by_the_browser_in_the_lanes_colours():
+    chart = render.race_chart()
+    assert "<svg" in chart and render.AR_COLOUR in chart and render.SPEC_COLOUR in chart
+    assert "polyline" in APP_JS and "compute time" in APP_JS
 
 
 def test_waiting_and_busy_are_status_lines_that_leave_the_last_race_on_screen():
     config = GenerationConfig()
-    waiting = render.outputs(RaceUpdate(WAITING, ahead=2), config, PROMPT_LOOKUP, False, 120)
-    assert "waiting: 2 ahead" in waiting[0] and waiting[1:] == (None,) * 7
-    busy = render.outputs(RaceUpdate(BUSY, waiting=(1, 16)), config, PROMPT_LOOKUP, False, 120)
+    view = _view([])
+    view.phase, view.ahead, view.wait_seconds = WAITING, 2, 75.0
+    waiting = render.outputs(view, config, PROMPT_LOOKUP, False, 120)
+    assert "waiting: 2 ahead, about 75 s" in waiting[0] and waiting[1:-1] == (None,) * 6
+    busy = render.busy(1, 16)
     assert "try again in a minute" in busy[0] and "error" not in busy[0] and busy[1:] == (None,) * 7
     failed = render.failure("The prompt is <too> long.")
     assert "status-error" in failed[0] and "&lt;too&gt;" in failed[0] and failed[1:] == (None,) * 7
 
 
 def test_the_hybrid_tells_lookup_from_draft_in_colour_and_stats():
-    step = Step([1, 2, 3], ["lookup", "accepted", "bonus"], [("a", "lookup"), ("b", "accepted"), ("c", "bonus")], "", Stats(), True)
-    lane = Lane(SPECULATIVE, iter([step]), stats=Stats(new_tokens=3, drafted=4, accepted=3, accepted_lookup=2, target_calls=2))
-    lane.advance()
-    pane = render.pane(lane)
-    assert '<span class="tok tok-lookup">a</span>' in pane and '<span class="tok tok-accepted">b</span>' in pane
-    assert "tok-lookup" in render.LEGEND and "tok-accepted" in render.LEGEND
+    update = json.loads(render.feed(_view([("a", "lookup"), ("b", "accepted"), ("c", "bonus")]), False, 1, 64))
+    assert [kind for _, kind in update["lanes"]["sp"]["pieces"]] == ["lookup", "accepted", "bonus"]
+    assert "tok-${kind}" in APP_JS and "tok-lookup" in render.LEGEND and "tok-accepted" in render.LEGEND
+    lane = Lane(SPECULATIVE, iter(()))
     lane.stats = Stats(new_tokens=3, drafted=4, accepted=3, accepted_lookup=2, target_calls=2)
     assert "2 / 1" in render.stats(lane, speculative=True) and "kept from lookup / draft" in render.stats(lane, True)
     lane.stats = Stats(new_tokens=3, drafted=4, accepted=3, accepted_lookup=0, target_calls=2)  # a draft model alone

@@ -11,6 +11,7 @@ token->id mapping and the special tokens, so a real difference there is reported
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFTERS, HYBRID, INT8, PROMPT_LOOKUP
@@ -123,3 +124,12 @@ PRESETS: tuple[Preset, ...] = (
         "local OpenVINO IR folders or Transformers checkpoints.",
     ),
 )
+
+
+def operator_pair(target: str, draft: str | None, weight_format: str, precision: str) -> Preset:
+    """The pair a server's operator names (SPEC_APP_TARGET / SPEC_APP_DRAFT), first in the list."""
+    return Preset(
+        f"{Path(target).name} (SPEC_APP_TARGET)", target, draft,
+        "The pair set by `SPEC_APP_TARGET` and `SPEC_APP_DRAFT` on the server.",
+        weight_format=weight_format, precision=precision, needs_hub=False,
+    )

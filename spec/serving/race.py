@@ -5,16 +5,15 @@ next, so they never compete for the CPU and both advance at their true relative 
 method's clock runs only while it computes (see spec.decoding.generation), so the consumer's rendering and
 the other method's turn are not charged to it. Models load (and warm up) before any clock starts.
 
-A race is bounded (`Limits`): a prompt too long for the pair is refused before it waits or loads,
-and the two lanes stop together when the race's time runs out. On a shared server races take turns
-in a WaitingRoom (spec.serving.sessions); a race that waits says how many are ahead of it.
+A race is bounded (`Limits`): a prompt too long for the pair is refused (`check_prompt`), and the
+two lanes stop together when the race's time runs out. On a shared server the scheduler
+(spec.serving.scheduler) decides when a race runs and records what `load_pair` and `run_race` yield.
 
-`race` yields a RaceUpdate per step (and while it waits or models load); the Space renders them.
-`explain` says why speculative wins or loses, from what the race itself measured.
+`run_race` yields a RaceUpdate per step; `explain` says why speculative wins or loses, from what the
+race itself measured.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import queue
 import threading
@@ -29,16 +28,14 @@ from spec.decoding.engine import encode_prompt, generate
 from spec.decoding.generation import Step
 from spec.decoding.metrics import Stats
 from spec.models.registry import LoadedModel, ModelRegistry
-from spec.serving.sessions import RoomFull, WaitingRoom
 
-WAITING, BUSY, LOADING, RACING, DONE, STOPPED = "waiting", "busy", "loading", "racing", "done", "stopped"  # RaceUpdate.phase
+WAITING, LOADING, RACING, DONE, STOPPED = "waiting", "loading", "racing", "done", "stopped"  # a race's phase
 CANCELLED, OUT_OF_TIME = "cancelled", "out of time"  # Verdict.stopped: Stop (or the visitor left); the time budget ran out
 
 # New tokens each lane must make before a speed-up means something. On a shared 2-core machine a
 # 24-token race gave anything from 1.25x slower to 1.41x faster for one prompt: with fewer tokens
 # than this, the page calls the speed-up uncertain instead of naming a winner.
 MIN_TOKENS_FOR_VERDICT = 64
-_WAIT_POLL_SECONDS = 0.5  # a waiting race reports its place (and notices Stop) this often
 
 
 @dataclass(frozen=True)
@@ -118,55 +115,12 @@ class Explanation:
 
 @dataclass
 class RaceUpdate:
-    phase: str  # WAITING, BUSY, LOADING, RACING, DONE or STOPPED
+    phase: str  # LOADING, RACING, DONE or STOPPED
     autoregressive: Lane | None = None
     speculative: Lane | None = None
     loading: dict[str, str] = field(default_factory=dict)  # role ("Target", "Draft") -> latest progress message
     loading_seconds: float = 0.0
     verdict: Verdict | None = None  # set when the race is DONE or STOPPED
-    ahead: int | None = None  # WAITING: races before this one (running or waiting in front of it)
-    waiting: tuple[int, int] | None = None  # BUSY: (races running, races waiting) when it was turned away
-
-
-def race(
-    prompt: str,
-    target_key: ModelKey,
-    draft_key: ModelKey | None,
-    drafter: str,
-    config: GenerationConfig,
-    registry: ModelRegistry,
-    cancel: threading.Event,
-    limits: Limits = Limits(),
-    room: WaitingRoom | None = None,
-) -> Iterator[RaceUpdate]:
-    """Wait for a turn (yielding its place), load the pair (yielding progress), then race the two
-    methods (yielding a RaceUpdate per step). PromptTooLong comes before any waiting when the
-    target is already loaded, so a visitor learns it at once."""
-    checked = target_key in registry.loaded()
-    if checked:
-        check_prompt(prompt, registry.get(target_key), config, limits)
-    with contextlib.ExitStack() as turn:
-        if room is not None:
-            try:
-                ticket = turn.enter_context(room.ticket())
-            except RoomFull:
-                yield RaceUpdate(BUSY, waiting=room.counts())
-                return
-            while not ticket.admitted:
-                if cancel.is_set():
-                    yield RaceUpdate(STOPPED, verdict=Verdict(None, False, None, None, CANCELLED))
-                    return
-                # A yield at least this often also lets the consumer close a race whose visitor left.
-                yield RaceUpdate(WAITING, ahead=ticket.ahead)
-                ticket.wait(_WAIT_POLL_SECONDS)
-        models = yield from load_pair(registry, target_key, draft_key, cancel)
-        if models is None:
-            yield RaceUpdate(STOPPED, verdict=Verdict(None, False, None, None, CANCELLED))
-            return
-        target, draft = models
-        if not checked:
-            check_prompt(prompt, target, config, limits)
-        yield from run_race(prompt, target, draft, drafter, config, cancel, limits.max_race_seconds)
 
 
 def context_length(model: LoadedModel) -> int | None:

@@ -1,0 +1,88 @@
+// The race's live part, drawn in the browser: each update from the server (the #feed component's
+// value, JSON) carries only the new tokens and a few chart points; this appends them to the panes
+// and redraws the chart's two lines. Model text goes in as text nodes, never as markup.
+// Runs as gr.HTML's js_on_load: `element`, `props` and `watch` are Gradio's.
+const state = { watch: null, points: { ar: [], sp: [] }, shown: { ar: 0, sp: 0 }, drawn: false };
+const pane = (lane) => document.querySelector(`.pane[data-lane="${lane}"]`);
+
+function append(lane, pieces, full) {
+  const box = pane(lane);
+  if (!box) return;
+  if (full) {
+    if (state.shown[lane] === pieces.length) { box.classList.add("done"); return; }
+    box.textContent = "";  // an update was skipped: lay the whole text again
+    state.shown[lane] = 0;
+  } else if (state.shown[lane] === 0) {
+    box.textContent = "";
+  }
+  const batch = document.createDocumentFragment();
+  for (const [text, kind] of pieces) {
+    const span = document.createElement("span");
+    if (lane === "sp") span.className = `tok tok-${kind}`;
+    span.textContent = text;
+    batch.appendChild(span);
+  }
+  box.appendChild(batch);
+  state.shown[lane] += pieces.length;
+}
+
+function nice(value) {
+  const power = 10 ** Math.floor(Math.log10(value));
+  return [1, 2, 5, 10].map((m) => m * power).find((v) => v >= value);
+}
+
+function draw() {
+  state.drawn = false;
+  const svg = document.querySelector("#race-chart svg");
+  if (!svg) return;
+  const [w, h, left, right, top, bottom] = [380, 190, 36, 10, 10, 32];
+  const pw = w - left - right, ph = h - top - bottom;
+  const all = [...state.points.ar, ...state.points.sp];
+  const xMax = nice(Math.max(1e-3, ...all.map((p) => p[0])));
+  const yMax = Math.max(state.max || 1, ...all.map((p) => p[1]));
+  const at = (t, n) => `${(left + (pw * t) / xMax).toFixed(1)},${(top + ph * (1 - n / yMax)).toFixed(1)}`;
+  let out = "";
+  for (const f of [0, 0.5, 1]) {
+    const x = left + pw * f, y = top + ph * (1 - f);
+    const tick = xMax * f >= 10 || f === 0 ? (xMax * f).toFixed(0) : String(+(xMax * f).toPrecision(3));
+    out += `<line x1="${x}" y1="${top}" x2="${x}" y2="${top + ph}" class="grid"/>`;
+    out += `<line x1="${left}" y1="${y}" x2="${left + pw}" y2="${y}" class="grid"/>`;
+    out += `<text x="${x}" y="${top + ph + 14}" text-anchor="middle">${tick}</text>`;
+    out += `<text x="${left - 5}" y="${y + 4}" text-anchor="end">${Math.round(yMax * f)}</text>`;
+  }
+  for (const lane of ["ar", "sp"]) {
+    const points = [[0, 0], ...state.points[lane]].map(([t, n]) => at(t, n)).join(" ");
+    out += `<polyline points="${points}" fill="none" stroke="${svg.dataset[lane]}" stroke-width="2.5" stroke-linejoin="round"/>`;
+  }
+  out += `<text x="${left + pw / 2}" y="${h - 3}" text-anchor="middle" class="axis">compute time (s)</text>`;
+  out += `<text x="11" y="${top + ph / 2}" text-anchor="middle" class="axis" transform="rotate(-90 11 ${top + ph / 2})">tokens</text>`;
+  svg.innerHTML = out;
+  const [ar, sp] = [state.points.ar.at(-1), state.points.sp.at(-1)];
+  if (ar && sp) {
+    svg.setAttribute("aria-label", `Tokens produced against compute time: autoregressive ${ar[1]} tokens in ` +
+      `${ar[0].toFixed(2)} s, speculative ${sp[1]} in ${sp[0].toFixed(2)} s`);
+  }
+}
+
+function show() {
+  if (!props.value) return;
+  let update;
+  try { update = JSON.parse(props.value); } catch (error) { return; }
+  if (update.reset || update.watch !== state.watch) {
+    state.watch = update.watch;
+    state.max = update.max;
+    state.points = { ar: [], sp: [] };
+    state.shown = { ar: 0, sp: 0 };
+  }
+  for (const lane of ["ar", "sp"]) {
+    const part = update.lanes[lane];
+    if (update.full) state.points[lane] = [];
+    state.points[lane].push(...part.points);
+    append(lane, part.pieces, update.full);
+    const box = pane(lane);
+    if (box) box.classList.toggle("running", !part.done);
+  }
+  if (!state.drawn) { state.drawn = true; requestAnimationFrame(draw); }
+}
+
+watch("value", show);

@@ -1,0 +1,108 @@
+"""Watching a recording: what one visitor sees of a race, at the race's own pace, a few times a second.
+
+A live race is shown as its steps arrive; a joined or replayed one from its start, each step when
+as much time has passed for the viewer as had passed in the race. Views come at most once per
+`interval` and carry what is new since the last one, so a page appends tokens instead of
+redrawing everything. Viewers only read the recording: none of this runs on the race's thread.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from spec.config import AUTOREGRESSIVE, SPECULATIVE
+from spec.serving.race import CANCELLED, DONE, LOADING, RACING, STOPPED, WAITING, Lane, Verdict
+from spec.serving.recording import FAILED, Frame, Recording
+from spec.serving.scheduler import LIVE
+
+# How often a view may be sent: fast enough to look live, rare enough that rendering it (on a
+# browser that may share the race's cores) stays a small cost.
+DEFAULT_INTERVAL = 0.25
+HEARTBEAT = 1.0
+
+
+@dataclass
+class View:
+    """The race as one viewer sees it now, and what changed since the viewer's previous View."""
+
+    phase: str  # WAITING, LOADING, RACING, DONE, STOPPED or FAILED
+    how: str  # LIVE, JOINED or REPLAY
+    recording: Recording
+    autoregressive: Lane
+    speculative: Lane
+    new: dict[str, list[Frame]] = field(default_factory=dict)  # lane -> frames shown for the first time
+    verdict: Verdict | None = None
+    error: str | None = None
+    ahead: int | None = None  # WAITING: races before it
+    wait_seconds: float | None = None  # WAITING: estimated from measured race lengths; None before any
+    loading: dict[str, str] = field(default_factory=dict)
+    watching: int = 1  # visitors watching this race now
+
+
+def _lane(mode: str) -> Lane:
+    return Lane(mode, iter(()))
+
+
+def _show(lane: Lane, frame: Frame) -> None:
+    lane.pieces += frame.pieces
+    lane.token_ids += frame.token_ids
+    lane.stats = frame.stats
+    lane.trace.append((frame.stats.seconds, frame.stats.new_tokens))
+    lane.finished = frame.finished
+
+
+def watch(
+    recording: Recording, how: str, place: Callable[[Recording], tuple[int, float | None]],
+    cancel: threading.Event, interval: float = DEFAULT_INTERVAL,
+) -> Iterator[View]:
+    """Views of `recording` until it ends (or `cancel` is set: the view then ends STOPPED).
+    `place` says where a waiting race stands in line."""
+    lanes = {AUTOREGRESSIVE: _lane(AUTOREGRESSIVE), SPECULATIVE: _lane(SPECULATIVE)}
+    shown, began = 0, None  # frames shown; time.monotonic() at which this viewer's frame 0 was due
+    last_sent, last_state = 0.0, None
+    while True:
+        with recording.changed:
+            frames, phase = recording.frames, recording.phase
+            due = len(frames)
+            if frames and how != LIVE:
+                began = time.monotonic() - frames[shown].at if began is None else began
+                elapsed = time.monotonic() - began
+                due = shown
+                while due < len(frames) and frames[due].at <= elapsed:
+                    due += 1
+            ended = recording.ended and due == len(frames)
+            watching = recording.viewers
+            loading, verdict, error = dict(recording.loading), recording.verdict, recording.error
+        new: dict[str, list[Frame]] = {AUTOREGRESSIVE: [], SPECULATIVE: []}
+        for frame in frames[shown:due]:
+            _show(lanes[frame.lane], frame)
+            new[frame.lane].append(frame)
+        shown = due
+        stopping = cancel.is_set() and not ended
+        if ended or stopping:
+            if stopping:
+                verdict = Verdict(verdict.speedup if verdict else None, False, None, None, CANCELLED)
+                phase = STOPPED
+            yield View(phase, how, recording, lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], new, verdict, error, watching=watching)
+            return
+        shown_phase = RACING if phase in (DONE, STOPPED, FAILED) else phase  # its last steps still to show
+        ahead, wait = place(recording) if phase == WAITING else (None, None)
+        state = (shown_phase, ahead, watching, tuple(loading.items()), shown)
+        # A view at least every HEARTBEAT seconds, changed or not, lets the server notice a visitor who left.
+        if state != last_state or time.monotonic() - last_sent >= HEARTBEAT:
+            yield View(shown_phase, how, recording, lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], new, None, None, ahead,
+                       wait, loading, watching)
+            last_sent, last_state = time.monotonic(), state
+        # Sleep until the interval allows another view and (replaying) the next step is due ...
+        pause = interval - (time.monotonic() - last_sent)
+        if how != LIVE and began is not None and shown < len(frames):
+            pause = max(pause, frames[shown].at - (time.monotonic() - began))
+        if pause > 0:
+            cancel.wait(pause)
+            continue
+        # ... or, with nothing new to show, until the recording changes.
+        with recording.changed:
+            if len(recording.frames) == len(frames) and recording.phase == phase and recording.viewers == watching:
+                recording.changed.wait(0.5)

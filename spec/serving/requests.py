@@ -1,0 +1,74 @@
+"""A visitor's race request, from the page's controls or the API's values: checked, with a sentence
+for every slip (never a traceback), and the engine's messages made fit to show a visitor."""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from spec.config import DRAFT_MODEL, GenerationConfig
+from spec.serving.presets import CUSTOM, Preset
+
+
+def number(value, name: str, bounds: tuple[float, float], whole: bool = False) -> float | int:
+    """`value` as a number within `bounds`; ValueError with a sentence when it is not."""
+    low, high = bounds
+    shown = repr(value)[:40]
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a number from {low:g} to {high:g}, got {shown}.")
+    try:
+        figure = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number from {low:g} to {high:g}, got {shown}.") from None
+    if not low <= figure <= high:  # also false for NaN
+        raise ValueError(f"{name} must be from {low:g} to {high:g}, got {shown}.")
+    if whole and figure != int(figure):
+        raise ValueError(f"{name} must be a whole number, got {shown}.")
+    return int(figure) if whole else figure
+
+
+def generation_config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, seed, ranges: dict) -> GenerationConfig:
+    """The engine's settings from the visitor's values; `ranges` bounds each control (the page's sliders)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("The prompt is empty: type some text, or pick one of the examples.")
+    if seed is not None and seed != "":
+        seed = number(seed, "The seed", (0, 2**63 - 1), whole=True)
+    return GenerationConfig(
+        max_new_tokens=number(max_new_tokens, "Max new tokens", ranges["max_new_tokens"], whole=True),
+        temperature=number(temperature, "Temperature", ranges["temperature"]),
+        top_p=number(top_p, "Top-p", ranges["top_p"]),
+        seed=None if seed in (None, "") else seed,
+        num_assistant_tokens=number(k, "K", ranges["k"], whole=True),
+        dynamic_k=bool(dynamic_k),
+    ).validate()
+
+
+def choose_pair(presets: dict[str, Preset], label, drafter, drafter_names: dict[str, str], hub_reachable: bool,
+                cached: Callable[[str], bool]) -> Preset:
+    """The pair the visitor names, if it can run here with that drafter; ValueError with a sentence when not."""
+    pair = presets.get(label) if isinstance(label, str) else None
+    if pair is None:
+        raise ValueError(f"Unknown model pair {str(label)[:80]!r}: pick one from the list.")
+    reason = pair.unavailable(hub_reachable, cached)
+    if reason:
+        raise ValueError(f"“{pair.label}” cannot run on this server: {reason}. Pick another pair.")
+    if drafter not in pair.drafters:
+        offered = " or ".join(name for value, name in drafter_names.items() if value in pair.drafters)
+        if drafter == DRAFT_MODEL:
+            raise ValueError(f"“{pair.label}” has no draft model: choose {offered}.")
+        raise ValueError(f"“{pair.label}” offers {offered} as the drafter, not {str(drafter)[:40]!r}.")
+    return pair
+
+
+_SERVER_PATH = re.compile(r"(?<![\w.:/~-])(?:~|\.{1,2})?/[^\s'\"`,;:()]+")
+
+
+def readable(message: str, pair: Preset | None, allow_local_models: bool) -> str:
+    """An engine message as a visitor reads it: a preset named as the list shows it, and (when
+    visitors may not use the server's folders) no path on the server."""
+    if pair is not None and pair.label != CUSTOM:
+        for ref in (pair.target, pair.draft):
+            if ref:
+                message = message.replace(repr(ref), f"“{pair.label}”").replace(ref, f"“{pair.label}”")
+    if not allow_local_models:
+        message = _SERVER_PATH.sub("(a path on the server)", message)
+    return message

@@ -1,0 +1,282 @@
+"""Races on a shared server: one computation per distinct race, however many watch it.
+
+A visitor asks for a race (`submit`) and gets a recording to watch (spec.serving.playback):
+- **replay**: the same race finished here before; shown from its recording, labelled as a replay;
+- **joined**: the same race is running or waiting; the visitor watches it from its start;
+- **live**: a new race, which waits its turn in line (visitors' races before preheating);
+- **busy**: the line is full (`Busy`), said calmly.
+The same race means the same pair, prompt and settings (seed included); sampling without a seed is
+never shared. Races run in worker threads, one per slot, that only compute and record: no viewer's
+work happens on them. Preheating races the page's examples before anyone asks, and yields to a
+visitor's race: a preheat nobody watches is stopped and queued again behind it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import statistics
+import threading
+import time
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+from spec.config import GenerationConfig, ModelKey
+from spec.errors import ModelError
+from spec.models.registry import ModelRegistry
+from spec.serving.race import CANCELLED, Limits, PromptTooLong, Verdict, check_prompt, load_pair, run_race
+from spec.serving.recording import DONE, Recording
+
+log = logging.getLogger(__name__)
+
+LIVE, JOINED, REPLAY = "live", "joined", "replay"  # how a visitor sees a race
+
+
+@dataclass(frozen=True)
+class RaceRequest:
+    """Everything that decides what a race computes."""
+
+    prompt: str
+    target: ModelKey
+    draft: ModelKey | None
+    drafter: str
+    config: GenerationConfig
+
+    @property
+    def key(self) -> tuple | None:
+        """Equal for requests that compute the same race; None when it cannot be shared (sampled
+        without a seed: two such races rightly differ)."""
+        config = self.config
+        if config.greedy:  # greedy ignores the seed and the sampling filters: the same race whatever they say
+            config = dataclasses.replace(config, seed=None, top_k=0, top_p=1.0)
+        elif config.seed is None:
+            return None
+        return (self.prompt, self.target, self.draft, self.drafter, dataclasses.astuple(config))
+
+
+class Busy(Exception):
+    """The line is full; `running` and `waiting` say how full."""
+
+    def __init__(self, running: int, waiting: int):
+        super().__init__(f"{running} races running and {waiting} waiting")
+        self.running, self.waiting = running, waiting
+
+
+class RecordingStore:
+    """Finished races, kept for replay: at most `max_races` and about `max_bytes`, least recently
+    watched dropped first."""
+
+    def __init__(self, max_races: int = 64, max_bytes: int = 64 * 2**20):
+        if max_races < 0 or max_bytes < 0:
+            raise ValueError(f"a store's bounds must be non-negative, got {max_races} races, {max_bytes} bytes")
+        self.max_races, self.max_bytes = max_races, max_bytes
+        self._recordings: OrderedDict[tuple, Recording] = OrderedDict()
+
+    def get(self, key: tuple) -> Recording | None:
+        recording = self._recordings.get(key)
+        if recording is not None:
+            self._recordings.move_to_end(key)
+        return recording
+
+    def put(self, recording: Recording) -> None:
+        self._recordings[recording.key] = recording
+        self._recordings.move_to_end(recording.key)
+        while self._recordings and (len(self._recordings) > self.max_races or self.nbytes > self.max_bytes):
+            self._recordings.popitem(last=False)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(recording.nbytes for recording in self._recordings.values())
+
+    def __len__(self) -> int:
+        return len(self._recordings)
+
+
+class Scheduler:
+    """The line of races on one server, the threads that run them, and the finished ones."""
+
+    def __init__(
+        self, registry: ModelRegistry, limits: Limits = Limits(), slots: int = 1, max_waiting: int = 16,
+        store: RecordingStore | None = None, start: bool = True,
+    ):
+        if slots < 1 or max_waiting < 0:
+            raise ValueError(f"a scheduler needs at least one slot and a non-negative line, got {slots}, {max_waiting}")
+        self.registry, self.limits, self.max_waiting = registry, limits, max_waiting
+        self.store = store if store is not None else RecordingStore()
+        self._waiting: list[tuple[Recording, RaceRequest]] = []  # in order: visitors' races, then preheats
+        self._running: dict[Recording, float] = {}  # recording -> time.monotonic() it started
+        self._durations: deque[float] = deque(maxlen=20)  # seconds the last races took, start to end
+        self._lock = threading.Condition()
+        self._workers = [threading.Thread(target=self._work, name=f"race-{i}", daemon=True) for i in range(slots)]
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start computing races (a test may queue some first)."""
+        for worker in self._workers:
+            if not worker.is_alive():
+                worker.start()
+
+    # --- Asking for a race -------------------------------------------------------------------
+
+    def submit(self, request: RaceRequest, fresh: bool = False) -> tuple[Recording, str]:
+        """The recording to watch for `request`, and how (LIVE, JOINED or REPLAY); `fresh` skips
+        the replay (a visitor asked for a live race). Raises Busy when the line is full, and
+        PromptTooLong at once when the target is loaded and the prompt does not fit."""
+        request.config.validate()
+        if request.target in self.registry.loaded():
+            check_prompt(request.prompt, self.registry.get(request.target), request.config, self.limits)
+        key = request.key
+        with self._lock:
+            if key is not None:
+                for recording in [*self._running, *(r for r, _ in self._waiting)]:
+                    if recording.key == key and not recording.cancel.is_set():
+                        recording.viewers += 1
+                        self._promote(recording)
+                        return recording, JOINED
+                if not fresh and (recording := self.store.get(key)) is not None:
+                    recording.viewers += 1
+                    return recording, REPLAY
+            watched = sum(1 for r, _ in self._waiting if not r.preheat or r.viewers)
+            if watched >= self.max_waiting:
+                raise Busy(len(self._running), watched)
+            recording = Recording(key, request, viewers=1)
+            self._waiting.insert(watched, (recording, request))
+            self._yield_preheats()
+            self._changed()
+            return recording, LIVE
+
+    def _promote(self, recording: Recording) -> None:  # with the lock held
+        """A waiting preheat someone now watches moves up among the visitors' races."""
+        index = next((i for i, (r, _) in enumerate(self._waiting) if r is recording), None)
+        if index is None or not recording.preheat:
+            return
+        entry = self._waiting.pop(index)
+        self._waiting.insert(sum(1 for r, _ in self._waiting if not r.preheat or r.viewers), entry)
+        self._changed()
+
+    def preheat(self, requests: list[RaceRequest]) -> int:
+        """Queue races nobody asked for yet (the page's examples) behind every visitor's; returns
+        how many were queued (those already stored, running or waiting are skipped)."""
+        queued = 0
+        with self._lock:
+            for request in requests:
+                key = request.key
+                if key is None or self.store.get(key) is not None:
+                    continue
+                if any(r.key == key for r in [*self._running, *(r for r, _ in self._waiting)]):
+                    continue
+                self._waiting.append((Recording(key, request, preheat=True), request))
+                queued += 1
+            self._changed()
+        return queued
+
+    def leave(self, recording: Recording) -> None:
+        """A viewer stopped watching. A visitor's race nobody watches any more is stopped (or
+        leaves the line); a preheat runs on, to be replayed."""
+        with self._lock:
+            recording.viewers = max(0, recording.viewers - 1)
+            if recording.viewers or recording.preheat or recording.ended:
+                return
+            recording.cancel.set()
+            for i, (waiting, _) in enumerate(self._waiting):
+                if waiting is recording:
+                    del self._waiting[i]
+                    recording.stop(Verdict(None, False, None, None, CANCELLED))
+                    break
+            self._changed()
+
+    # --- Where a race stands ----------------------------------------------------------------
+
+    def place(self, recording: Recording) -> tuple[int, float | None]:
+        """(races before it, estimated seconds until it starts, or None before any race was
+        measured); (0, 0.0) once it runs."""
+        with self._lock:
+            if recording in self._running or recording.ended:
+                return 0, 0.0
+            index = next((i for i, (r, _) in enumerate(self._waiting) if r is recording), len(self._waiting))
+            ahead = len(self._running) + index
+            if not self._durations:
+                return ahead, None
+            typical = statistics.median(self._durations)
+            now = time.monotonic()
+            slots = len(self._workers)
+            running_left = sorted(max(typical - (now - began), 1.0) for began in self._running.values())
+            # Slots free up as running races end; then each race ahead takes a typical race's time.
+            left = running_left[0] if len(running_left) >= slots else 0.0
+            return ahead, left + typical * index / slots
+
+    def counts(self) -> tuple[int, int]:
+        """(races running, visitors' races waiting)."""
+        with self._lock:
+            return len(self._running), sum(1 for r, _ in self._waiting if not r.preheat or r.viewers)
+
+    # --- The workers ------------------------------------------------------------------------
+
+    def _changed(self) -> None:  # with the lock held: wake the workers and every waiting viewer
+        self._lock.notify_all()
+        for recording, _ in self._waiting:
+            recording.touch()
+
+    def _yield_preheats(self) -> None:  # with the lock held
+        """A visitor's race is waiting: a running preheat nobody watches stops, to run again later."""
+        for recording in self._running:
+            if recording.preheat and not recording.viewers:
+                recording.cancel.set()
+
+    def _next(self) -> tuple[Recording, RaceRequest]:
+        with self._lock:
+            self._lock.wait_for(lambda: self._waiting)
+            recording, request = self._waiting.pop(0)
+            self._running[recording] = time.monotonic()
+            self._changed()
+            return recording, request
+
+    def _work(self) -> None:
+        while True:
+            recording, request = self._next()
+            try:
+                self._run(recording, request)
+            except Exception as error:  # a worker must outlive any one race
+                log.exception("race failed (%s)", type(error).__name__)
+                recording.fail("Something went wrong on the server; it has been logged. Please try again.")
+            finally:
+                self._finish(recording, request)
+
+    def _run(self, recording: Recording, request: RaceRequest) -> None:
+        cancel = recording.cancel
+        try:
+            models = None
+            loading = load_pair(self.registry, request.target, request.draft, cancel)
+            while True:
+                try:
+                    recording.record(next(loading))
+                except StopIteration as done:
+                    models = done.value
+                    break
+            if models is None:
+                recording.stop(Verdict(None, False, None, None, CANCELLED))
+                return
+            target, draft = models
+            check_prompt(request.prompt, target, request.config, self.limits)
+            for update in run_race(request.prompt, target, draft, request.drafter, request.config, cancel, self.limits.max_race_seconds):
+                recording.record(update)
+        except (PromptTooLong, ValueError, ModelError) as error:
+            recording.fail(str(error))
+        except MemoryError:
+            recording.fail("The server ran out of memory: try a smaller model pair or fewer new tokens, or come back later.")
+        except RuntimeError as error:
+            if "bad_alloc" not in str(error).lower() and "allocate" not in str(error).lower():
+                raise
+            recording.fail("The server ran out of memory: try a smaller model pair or fewer new tokens, or come back later.")
+
+    def _finish(self, recording: Recording, request: RaceRequest) -> None:
+        with self._lock:
+            began = self._running.pop(recording)
+            if recording.phase == DONE:
+                self._durations.append(time.monotonic() - began)
+                if recording.key is not None:
+                    self.store.put(recording)
+            elif recording.preheat and recording.cancel.is_set():
+                # It yielded to a visitor: queue it again, behind every visitor's race.
+                self._waiting.append((Recording(recording.key, request, preheat=True), request))
+            self._changed()

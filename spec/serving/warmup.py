@@ -1,0 +1,38 @@
+"""Before the first visitor: the server's pairs loaded (prepared on their first use, minutes) and
+warmed up, then the page's examples raced, so that a workshop's first clicks are replays."""
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from spec.config import ModelKey
+from spec.models.registry import ModelRegistry
+from spec.progress import TerminalProgress
+from spec.serving.race import warm_up
+from spec.serving.scheduler import RaceRequest, Scheduler
+
+log = logging.getLogger("app")
+
+
+def preload(registry: ModelRegistry, pairs: dict[str, list[ModelKey]], progress: TerminalProgress) -> set[str]:
+    """Load and warm up each pair (label -> its model keys) in order; returns the labels that
+    loaded. A pair that fails is logged in one line and left for its first race to report."""
+    ready = set()
+    for label, keys in pairs.items():
+        try:
+            for key in keys:
+                warm_up(registry.get(key, progress))
+            ready.add(label)
+            log.info("Ready: %s", label)
+        except Exception as error:  # noqa: BLE001 -- the first race on this pair says what went wrong
+            log.warning("Could not load %s: %s", label, str(error).splitlines()[0] if str(error) else type(error).__name__)
+        finally:
+            progress.close()
+    return ready
+
+
+def preheat(scheduler: Scheduler, examples: Callable[[], list[RaceRequest]]) -> int:
+    """Queue the examples' races behind any visitor's; returns how many were queued."""
+    queued = scheduler.preheat(examples())
+    log.info("Preheating: %d examples queued behind any visitor's race", queued)
+    return queued

@@ -1,0 +1,219 @@
+"""Races on a shared server: one computation per distinct race, joined while it runs, replayed once
+it ran, preheated before anyone asks, watched at a bounded rate; and the recording they share."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig, ModelKey
+from spec.models.registry import ModelRegistry
+from spec.serving.playback import watch
+from spec.serving.race import CANCELLED, DONE, RACING, STOPPED, WAITING, Limits, PromptTooLong
+from spec.serving.recording import FAILED, Recording
+from spec.serving.scheduler import JOINED, LIVE, REPLAY, Busy, RaceRequest, RecordingStore, Scheduler
+from tests.conftest import models_dir_at
+
+PROMPT = "The quick brown fox"
+
+
+@pytest.fixture
+def pair(tiny_checkpoints, tiny_models_dir):
+    """A registry holding the tiny target and draft (f32), and their keys."""
+    registry = ModelRegistry()
+    keys = ModelKey(str(tiny_checkpoints[0]), "fp32", "f32"), ModelKey(str(tiny_checkpoints[1]), "fp32", "f32")
+    with models_dir_at(tiny_models_dir):
+        for key in keys:
+            registry.get(key)
+    return registry, keys
+
+
+def request(keys, prompt=PROMPT, drafter=DRAFT_MODEL, **config) -> RaceRequest:
+    config = {"max_new_tokens": 24, "num_assistant_tokens": 3, "dynamic_k": False, **config}
+    return RaceRequest(prompt, keys[0], keys[1] if drafter != PROMPT_LOOKUP else None, drafter, GenerationConfig(**config))
+
+
+def views(scheduler, recording, how, interval=0.0, cancel=None):
+    return list(watch(recording, how, scheduler.place, cancel or threading.Event(), interval))
+
+
+def test_the_same_race_is_computed_once_joined_while_it_runs_and_replayed_after(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry, start=False)  # nothing runs until the requests are in
+    first, how_first = scheduler.submit(request(keys))
+    second, how_second = scheduler.submit(request(keys))
+    assert (how_first, how_second) == (LIVE, JOINED) and second is first and first.viewers == 2
+    other, how_other = scheduler.submit(request(keys, prompt="Once upon a time"))
+    assert how_other == LIVE and other is not first
+    scheduler.start()
+    live, joined = views(scheduler, first, LIVE), views(scheduler, first, JOINED)
+    for seen in (live, joined):
+        assert seen[-1].phase == DONE and seen[-1].verdict.identical
+    texts = ["".join(t for t, _ in seen[-1].speculative.pieces) for seen in (live, joined)]
+    assert texts[0] == texts[1] and texts[0]
+    replay, how = scheduler.submit(request(keys))
+    assert how == REPLAY and replay is first, "a finished race is replayed, not computed again"
+    fresh, how = scheduler.submit(request(keys), fresh=True)
+    assert how == LIVE and fresh is not first, "'race it live' computes it again"
+    views(scheduler, fresh, LIVE)
+    assert len(scheduler.store) == 2
+
+
+@pytest.mark.parametrize("change", [
+    dict(num_assistant_tokens=4), dict(max_new_tokens=20), dict(dynamic_k=True), dict(drafter=PROMPT_LOOKUP),
+    dict(temperature=0.7, seed=1), dict(precision="default"),
+])
+def test_a_changed_setting_is_a_different_race(pair, change):
+    registry, keys = pair
+    scheduler = Scheduler(registry, start=False)
+    base = request(keys)
+    if "precision" in change:
+        changed = RaceRequest(PROMPT, ModelKey(keys[0].ref, "fp32", "default"), keys[1], DRAFT_MODEL, base.config)
+    elif "drafter" in change:
+        changed = request(keys, drafter=change["drafter"])
+    else:
+        changed = request(keys, **change)
+    scheduler.submit(base)
+    assert scheduler.submit(changed)[1] == LIVE
+
+
+def test_greedy_ignores_the_seed_but_sampling_without_one_is_never_shared(pair):
+    registry, keys = pair
+    assert request(keys, seed=0).key == request(keys, seed=7).key
+    assert request(keys, temperature=0.8, seed=1).key != request(keys, temperature=0.8, seed=2).key
+    assert request(keys, temperature=0.8).key is None
+    scheduler = Scheduler(registry, start=False)
+    scheduler.submit(request(keys, temperature=0.8))
+    assert scheduler.submit(request(keys, temperature=0.8))[1] == LIVE
+
+
+def test_a_replay_keeps_the_recorded_pace_and_says_when_it_ran(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry)
+    recording, _ = scheduler.submit(request(keys, max_new_tokens=40))
+    views(scheduler, recording, LIVE)
+    span = recording.frames[-1].at
+    replay, how = scheduler.submit(request(keys, max_new_tokens=40))
+    started = time.monotonic()
+    seen = views(scheduler, replay, how)
+    assert time.monotonic() - started >= span * 0.9, "a replay is shown at its recorded pace, not at once"
+    assert how == REPLAY and all(view.how == REPLAY for view in seen)
+
+    import render
+
+    config = request(keys).config
+    status = render.outputs(seen[-1], config, DRAFT_MODEL, True, None)[0]
+    assert "Replay of a race run on this server at" in status and "UTC" in status
+    numbers = render.numbers(seen[-1])
+    assert numbers["how"] == REPLAY and numbers["replay_of"].startswith("replay of a race run on this server at")
+    assert numbers["speculative"]["text"] == numbers["autoregressive"]["text"]
+
+
+def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry)
+    recording, how = scheduler.submit(request(keys, max_new_tokens=200, drafter=PROMPT_LOOKUP))
+    stamps, seen = [], []
+    for view in watch(recording, how, scheduler.place, threading.Event(), interval=0.2):
+        stamps.append(time.monotonic())
+        seen.append(view)
+    racing = [s for s, v in zip(stamps, seen) if v.phase == RACING]
+    gaps = [b - a for a, b in zip(racing, racing[1:])]
+    assert gaps and min(gaps) >= 0.19, gaps
+    frames = [frame for view in seen for frames in view.new.values() for frame in frames]
+    assert len(frames) == len(recording.frames), "every step shown exactly once"
+    assert sum(len(f.token_ids) for f in frames if f.lane == "speculative") == seen[-1].speculative.stats.new_tokens
+
+
+def test_the_store_drops_the_least_recently_watched_beyond_its_bounds():
+    def finished(key, nbytes):
+        recording = Recording(key)
+        recording.nbytes, recording.phase = nbytes, DONE
+        return recording
+
+    store = RecordingStore(max_races=2, max_bytes=1000)
+    store.put(finished(("a",), 100))
+    store.put(finished(("b",), 100))
+    assert store.get(("a",)) is not None  # watched: b is now the least recent
+    store.put(finished(("c",), 100))
+    assert store.get(("b",)) is None and store.get(("a",)) and store.get(("c",))
+    store.put(finished(("d",), 950))  # over the byte budget: all older ones go
+    assert len(store) == 1 and store.nbytes == 950
+    with pytest.raises(ValueError, match="non-negative"):
+        RecordingStore(-1)
+
+
+def test_preheating_yields_to_a_visitor_and_runs_again_after(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry, start=False)
+    examples = [request(keys, prompt="Tell me a story", max_new_tokens=400), request(keys, prompt="Once upon a time")]
+    assert scheduler.preheat(examples) == 2
+    assert scheduler.preheat(examples) == 0, "queued once"
+    scheduler.start()
+    deadline = time.monotonic() + 10
+    while scheduler.counts()[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    visitor, how = scheduler.submit(request(keys, prompt="A different question"))
+    assert how == LIVE and scheduler.place(visitor)[0] == 1
+    seen = views(scheduler, visitor, LIVE)
+    assert seen[-1].phase == DONE
+    deadline = time.monotonic() + 60
+    while len(scheduler.store) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert scheduler.store.get(examples[0].key) is not None, "the preheat that yielded ran again"
+    replay, how = scheduler.submit(examples[1])
+    assert how == REPLAY and views(scheduler, replay, how)[-1].phase == DONE
+
+
+def test_a_visitor_who_leaves_stops_a_race_nobody_else_watches(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry, start=False)
+    blocker, _ = scheduler.submit(request(keys, prompt="Tell me a story", max_new_tokens=300))
+    waiting, _ = scheduler.submit(request(keys))
+    shared, _ = scheduler.submit(request(keys, prompt="Once upon a time"))
+    scheduler.submit(request(keys, prompt="Once upon a time"))  # a second viewer
+    assert scheduler.place(waiting) == (1, None) and scheduler.counts() == (0, 3)
+    scheduler.leave(waiting)
+    assert waiting.phase == STOPPED and waiting.verdict.stopped == CANCELLED and scheduler.counts() == (0, 2)
+    scheduler.leave(shared)
+    assert not shared.cancel.is_set(), "another visitor still watches it"
+    cancel = threading.Event()
+    scheduler.start()
+    seen = []
+    for view in watch(blocker, LIVE, scheduler.place, cancel, 0.0):
+        seen.append(view)
+        if view.phase == RACING and len(seen) == 3:
+            cancel.set()  # Stop: this viewer stops watching at once
+    assert seen[-1].phase == STOPPED and seen[-1].verdict.stopped == CANCELLED
+    scheduler.leave(blocker)
+    assert blocker.cancel.is_set(), "nobody watches it any more: the computation stops"
+
+
+def test_the_line_is_bounded_and_a_waiting_race_knows_its_wait(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry, max_waiting=2, start=False)
+    first, _ = scheduler.submit(request(keys, prompt="one"))
+    scheduler.submit(request(keys, prompt="two"))
+    with pytest.raises(Busy) as busy:
+        scheduler.submit(request(keys, prompt="three"))
+    assert (busy.value.running, busy.value.waiting) == (0, 2)
+    assert scheduler.submit(request(keys, prompt="one"))[1] == JOINED, "joining takes no place in line"
+    scheduler._durations.append(10.0)  # as if one race had been measured
+    assert scheduler.place(first) == (0, 0.0)
+    ahead, wait = scheduler.place(scheduler._waiting[1][0])
+    assert ahead == 1 and wait == pytest.approx(10.0)
+    seen = next(watch(first, LIVE, scheduler.place, threading.Event()))
+    assert seen.phase == WAITING and seen.ahead == 0
+
+
+def test_a_prompt_too_long_is_refused_at_once_and_a_failure_reaches_every_viewer(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry, Limits(max_prompt_tokens=4))
+    with pytest.raises(PromptTooLong):
+        scheduler.submit(request(keys, prompt="a much longer prompt than four tokens, surely"))
+    other = ModelRegistry()  # the target not loaded yet: the prompt is checked once it is
+    late = Scheduler(other, Limits(max_prompt_tokens=4))
+    recording, how = late.submit(request(keys, prompt="a much longer prompt than four tokens, surely"))
+    seen = views(late, recording, how)
+    assert seen[-1].phase == FAILED and "shorten it" in seen[-1].error
