@@ -12,7 +12,7 @@ It serves folders the tests build (an OpenVINO IR, a Transformers checkpoint) as
 And it misbehaves on demand: a gated repo (401 without a token, 403 with one, X-Error-Code
 GatedRepo), a missing one (404, X-Error-Code RepoNotFound), a file cut off after N bytes once (the
 connection closes, so the client must resume with Range), and a file that stops after N bytes and
-never sends more (the client must give up). It listens on 127.0.0.1, on a free port.
+never sends more, or a repo whose info never comes (the client must give up). It listens on 127.0.0.1, on a free port.
 """
 from __future__ import annotations
 
@@ -84,8 +84,9 @@ class TestHub:
         """The next `times` GETs of the file close the connection at byte `after_bytes` of the file."""
         self.faults[(repo_id, filename)] = Fault(after_bytes, times, stall=False)
 
-    def stall(self, repo_id: str, filename: str, after_bytes: int) -> None:
-        """Every GET of the file stops at byte `after_bytes` of the file and sends nothing more, without closing."""
+    def stall(self, repo_id: str, filename: str | None, after_bytes: int = 0) -> None:
+        """Every GET of the file stops at byte `after_bytes` of the file and sends nothing more, without
+        closing; with `filename` None, the repo's info and file list never answer."""
         self.faults[(repo_id, filename)] = Fault(after_bytes, None, stall=True)
 
     def mend(self) -> None:
@@ -146,6 +147,9 @@ def _handler(hub: TestHub) -> type[BaseHTTPRequestHandler]:
             return repo
 
         def _api(self, repo_id: str, kind: str | None, body: bool) -> None:
+            if hub._fault(repo_id, None):
+                hub._release.wait()  # until the server stops: the client must give up first
+                return
             repo = self._repo(repo_id, body)
             if repo is None:
                 return

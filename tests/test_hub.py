@@ -111,6 +111,16 @@ def test_a_hub_that_stops_answering_gives_a_sentence_not_a_hang(test_hub, repo_f
     assert not list(Path(constants.HF_HUB_CACHE).rglob("*.incomplete"))
 
 
+def test_a_hub_that_never_lists_the_files_gives_a_sentence_not_a_hang(test_hub, monkeypatch):
+    # huggingface_hub asks for the repo's info and file list with no timeout of its own.
+    monkeypatch.setattr(hub, "REQUEST_TIMEOUT_SECONDS", 0.5)
+    test_hub.stall(TARGET, None)
+    start = time.monotonic()
+    with pytest.raises(ModelError, match=f"Could not reach the Hub at {test_hub.url} to download {TARGET}"):
+        _download(TARGET)
+    assert time.monotonic() - start < 10
+
+
 @pytest.mark.parametrize("token, status", [(None, 401), ("hf_secret_never_shown", 403)])
 def test_a_gated_repo_names_the_hub_the_models_come_from(test_hub, repo_folders, monkeypatch, token, status):
     test_hub.add("meta-llama/tiny-gated", repo_folders[CHECKPOINT], gated=True)
