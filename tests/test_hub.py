@@ -7,8 +7,12 @@ point those constants at the test Hub; the tests that start the command line set
 """
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,6 +28,7 @@ from spec.models.resolve import resolve_model
 from spec.serving.race import DONE, race
 from tests.hub_server import TestHub
 
+REPO = Path(__file__).resolve().parents[1]
 TARGET, DRAFT, CHECKPOINT = "OpenVINO/tiny-llama-ov", "OpenVINO/tiny-llama-draft-ov", "tiny-owner/tiny-llama"
 CHUNK = 64 * 1024  # huggingface_hub writes a download in chunks; a resume starts at the last whole one
 
@@ -165,3 +170,23 @@ def test_reachable_gives_up_on_a_server_that_never_answers(monkeypatch):
         start = time.monotonic()
         assert not hub.reachable(timeout=0.5)
         assert time.monotonic() - start < 2
+
+
+def test_first_start_downloads_through_hf_endpoint_and_the_second_runs_offline(test_hub, tmp_path):
+    """As on a Space, in fresh processes: HF_ENDPOINT names the Hub; the second start has no Hub at all."""
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": test_hub.url, "HF_HUB_OFFLINE": "0",
+           "SPEC_MODELS_DIR": str(tmp_path / "models")}
+    for name in ("HF_HUB_CACHE", "HF_TOKEN"):
+        env.pop(name, None)
+    first = subprocess.run([sys.executable, "-m", "spec", "prepare", TARGET], env=env, capture_output=True, text=True,
+                           timeout=120, cwd=REPO)
+    assert first.returncode == 0, first.stderr
+    assert f"Downloading {TARGET} — done" in first.stderr and test_hub.gets(IR_BIN)
+    served = len(test_hub.requests)
+    env.update(HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9")  # nothing there: it must not be needed
+    argv = [sys.executable, "-m", "spec", "run", "--target", TARGET, "--prompt", "Hello", "--mode", "autoregressive",
+            "--max-new-tokens", "4", "--json", "--quiet"]
+    second = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["target"] == TARGET
+    assert len(test_hub.requests) == served
