@@ -73,6 +73,7 @@ ALLOW_LOCAL_MODELS = _env("SPEC_ALLOW_LOCAL_MODELS", not ON_SPACE, _flag)
 UPDATE_SECONDS = _env("SPEC_APP_UPDATE_SECONDS", 0.05, float)  # at most one page update per this many seconds
 PRELOAD = _env("SPEC_APP_PRELOAD", "1") != "0"  # load the default pair at start-up, before the first visitor
 DEVICE = _env("SPEC_DEVICE", "CPU")
+HUB_CHECK_SECONDS = 3.0  # the start-up check of the Hub waits this long for an answer, once
 
 LIMITS = Limits(max_prompt_tokens=MAX_PROMPT_TOKENS, max_race_seconds=MAX_RACE_SECONDS or None)
 # The UI's ranges, which the API shares (Gradio's own checks are off, so that out-of-range input
@@ -100,6 +101,7 @@ registry = ModelRegistry(budget_bytes=int(MEMORY_BUDGET_GB * 2**30))  # one for 
 sessions = Sessions()
 room = WaitingRoom(CONCURRENCY, MAX_QUEUE)  # races take turns here, and a queued visitor sees its place
 _hub: dict[str, bool | None] = {"reachable": None}  # None until the start-up check has answered
+_hub_lock = threading.Lock()  # the page's first load and the preload may both ask: the Hub is asked once
 
 # The drafters the page offers, in the order shown; a pair offers those in its Preset.drafters.
 DRAFTER_CHOICES = [("Hybrid", HYBRID), ("Draft model", DRAFT_MODEL), ("Prompt lookup", PROMPT_LOOKUP)]
@@ -324,11 +326,18 @@ def stop(request: gr.Request) -> None:
 
 
 def check_hub() -> bool:
-    _hub["reachable"] = reachable = hub.reachable()
-    if not reachable:
-        log.info("The Hugging Face Hub is unreachable: only the embedded models%s will work.",
-                 " and local folders" if ALLOW_LOCAL_MODELS else "")
-    return reachable
+    """Whether the Hub (or the mirror HF_ENDPOINT names) answers: asked once, with a short timeout."""
+    with _hub_lock:
+        if _hub["reachable"] is None:
+            _hub["reachable"] = hub.reachable(timeout=HUB_CHECK_SECONDS)
+            if not _hub["reachable"]:
+                log.info("%s is unreachable: only the embedded models%s will work.", _sentence_case(hub.hub_name()),
+                         " and local folders" if ALLOW_LOCAL_MODELS else "")
+        return _hub["reachable"]
+
+
+def _sentence_case(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _keys(pair: Preset) -> list[ModelKey]:
@@ -342,7 +351,7 @@ def _preparing_default() -> bool:
 
 def _unavailable() -> dict[str, str]:
     """Label -> why, for the pairs that cannot run on this server."""
-    reachable = _hub["reachable"] if _hub["reachable"] is not None else check_hub()
+    reachable = check_hub()
     return {p.label: reason for p in PRESETS if (reason := p.unavailable(reachable, hub.cached))}
 
 
@@ -396,8 +405,8 @@ def choose_preset(label: str):
         if not ALLOW_LOCAL_MODELS:
             notes += " This server takes Hugging Face model ids (owner/name) only."
         if _hub["reachable"] is False:
-            notes += (" ⚠️ The Hugging Face Hub is unreachable from this server: only models already cached here "
-                      "will load.")
+            notes += (f" ⚠️ {_sentence_case(hub.hub_name())} is unreachable from this server: only models already "
+                      "cached here will load.")
     return drafter_choices(pair), gr.Row(visible=pair.label == CUSTOM), notes
 
 
