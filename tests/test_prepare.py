@@ -6,6 +6,9 @@ The Hub case (a model downloaded through HF_ENDPOINT, then used offline) is in t
 from __future__ import annotations
 
 import io
+import re
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +22,7 @@ from spec.serving.prepare import plan
 from spec.serving.presets import PRESETS
 from tests.conftest import models_dir_at
 
+REPO = Path(__file__).resolve().parents[1]
 HUB_REFS = {ref for p in PRESETS if p.needs_hub for ref in (p.target, p.draft) if ref}
 
 
@@ -56,6 +60,22 @@ def test_named_models_are_prepared_with_the_options_given():
     named = plan(["a/b", QUICK_REF, "a/b"], offline=False, hub_reachable=_never_asked, device="GPU", weight_format=FP32, precision=F32)
     assert named.keys == (ModelKey("a/b", FP32, F32, "GPU"), ModelKey(QUICK_REF, FP32, F32, "GPU")) and named.skipped == ()
     assert plan([QUICK_REF], False, _never_asked).keys == (ModelKey(QUICK_REF),)
+
+
+def test_the_dockerfiles_command_prepares_the_offline_pairs_without_asking_the_hub(monkeypatch, terminal, capsys):
+    """The command the image's build runs (read from the Dockerfile), with the loading itself stood in for:
+    the real preparation of Qwen takes minutes and 9.5 GB (tests/test_embedded_qwen.py does it)."""
+    import spec.models.registry
+    from spec.models import hub
+
+    command = re.search(r"then (python -m spec prepare[^;]*);", (REPO / "Dockerfile").read_text())[1]
+    loaded = []
+    monkeypatch.setattr(spec.models.registry, "load_model", lambda key, progress: loaded.append(key))
+    monkeypatch.setattr(hub, "reachable", _never_asked)
+    assert main(shlex.split(command)[3:]) == 0
+    assert loaded == [ModelKey(DEFAULT_REF), ModelKey(QUICK_REF)]
+    err = capsys.readouterr().err
+    assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {QUICK_REF}" in err
 
 
 def _compiled_blobs(models_dir) -> list:
