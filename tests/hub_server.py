@@ -7,7 +7,9 @@ It serves folders the tests build (an OpenVINO IR, a Transformers checkpoint) as
   commit sha and file list (siblings);
 - `GET /api/models/{repo}/tree/{rev}`: the file list as `list_repo_files` reads it;
 - `HEAD` / `GET /{repo}/resolve/{rev}/{file}`: the file, with ETag, X-Repo-Commit and
-  Content-Length, and a `Range: bytes=N-` request answered 206 with the rest.
+  Content-Length; a large file (weights, kept in LFS on the Hub) is a redirect that carries its
+  X-Linked-Etag and X-Linked-Size, to where its bytes are served; a `Range: bytes=N-` request is
+  answered 206 with the rest.
 
 And it misbehaves on demand: a gated repo (401 without a token, 403 with one, X-Error-Code
 GatedRepo), a missing one (404, X-Error-Code RepoNotFound), a file cut off after N bytes once (the
@@ -27,6 +29,8 @@ from pathlib import Path
 
 _API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/(?P<kind>revision|tree)/(?P<rev>[^/?]+))?/?(?:\?.*)?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>[^?]+)(?:\?.*)?$")
+_CDN = re.compile(r"^/cdn/(?P<repo>[^/]+/[^/]+)/(?P<file>[^?]+)(?:\?.*)?$")  # where large files are redirected
+LARGE_FILES = (".bin", ".safetensors")  # kept in LFS on the Hub: `resolve` answers with a redirect
 
 
 @dataclass
@@ -137,6 +141,8 @@ def _handler(hub: TestHub) -> type[BaseHTTPRequestHandler]:
                 self._api(api["repo"], api["kind"], body)
             elif resolve := _RESOLVE.match(self.path):
                 self._resolve(resolve["repo"], resolve["file"], authorized, body)
+            elif cdn := _CDN.match(self.path):
+                self._file(cdn["repo"], cdn["file"], body)
             else:
                 self._error(404, "EntryNotFound", body)
 
@@ -172,8 +178,18 @@ def _handler(hub: TestHub) -> type[BaseHTTPRequestHandler]:
             if data is None:
                 self._error(404, "EntryNotFound", body)
                 return
-            headers = {"ETag": f'"{hashlib.sha256(data).hexdigest()}"', "X-Repo-Commit": repo.sha,
-                       "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+            if filename.endswith(LARGE_FILES):  # as the Hub does for LFS files: the file's own headers, then a redirect
+                headers = {"Location": f"{hub.url}/cdn/{repo_id}/{filename}", "X-Repo-Commit": repo.sha,
+                           "X-Linked-Etag": f'"{hashlib.sha256(data).hexdigest()}"', "X-Linked-Size": str(len(data)),
+                           "ETag": f'"{hashlib.sha1(data).hexdigest()}"'}
+                self._send(302, b"", headers, body)
+                return
+            self._file(repo_id, filename, body, {"X-Repo-Commit": repo.sha, "ETag": f'"{hashlib.sha1(data).hexdigest()}"'})
+
+        def _file(self, repo_id: str, filename: str, body: bool, headers: dict[str, str] | None = None) -> None:
+            """The file's bytes, or the rest of them from a `Range: bytes=N-`, with the faults asked for."""
+            data = hub.repos[repo_id].files[filename]
+            headers = {**(headers or {}), "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
             start = 0
             if (asked := re.match(r"bytes=(\d+)-$", self.headers.get("Range", ""))) and body:
                 start = int(asked[1])

@@ -85,8 +85,9 @@ def test_a_race_runs_on_models_downloaded_from_the_hub(test_hub):
 def test_a_checkpoint_repo_is_downloaded_then_converted(test_hub):
     resolved = resolve_model(CHECKPOINT, "fp32")
     assert resolved.source == "converted"
-    assert {r.path.rsplit("/", 1)[-1] for r in test_hub.requests if r.method == "GET" and "/resolve/" in r.path} >= {
-        "config.json", "model.safetensors", "tokenizer.json"}
+    assert all(test_hub.gets(name) for name in ("config.json", "model.safetensors", "tokenizer.json"))
+    redirected = [r.path for r in test_hub.gets("model.safetensors")]
+    assert len(redirected) == 1 and redirected[0].startswith("/cdn/"), "weights come the way LFS files do"
 
 
 def test_an_interrupted_download_resumes_where_it_stopped(test_hub, repo_folders):

@@ -3,6 +3,7 @@ downloading a model's files (or finding them in the local cache) with progress, 
 it can be reached at all."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from spec.models.embedded import DEFAULT_REF
@@ -117,14 +118,20 @@ def download(repo_id: str, report: ProgressFn) -> Path:
 
 
 _bounded = False
+_bounding = threading.Lock()  # two first downloads at once: one installs, and never closes the other's client
 
 
 def _bound_request_timeouts() -> None:
     """Give every huggingface_hub request a timeout (once per process): its default HTTP client has
     none, and some calls (the repo's file list) pass none."""
     global _bounded
-    if _bounded:
-        return
+    with _bounding:
+        if not _bounded:
+            _install_bounded_client()
+            _bounded = True
+
+
+def _install_bounded_client() -> None:
     from huggingface_hub import set_client_factory
     from huggingface_hub.utils._http import default_client_factory
 
@@ -141,7 +148,6 @@ def _bound_request_timeouts() -> None:
         return client
 
     set_client_factory(bounded_client)
-    _bounded = True
 
 
 def _files_to_fetch(repo_id: str) -> list[str] | None:
