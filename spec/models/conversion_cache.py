@@ -2,9 +2,9 @@
 
 One directory per (source, weight format) under `models_dir()`; a cache made ahead of time
 (`prepared_dir()`: a Docker image's, while SPEC_MODELS_DIR is on a mounted bucket) is read first.
-An entry is built in a temporary directory and renamed into place, with its `spec-entry.json` marker written last; an entry whose
-marker is missing or disagrees with its files is rebuilt. A file lock per entry makes concurrent
-requests for the same conversion export it once.
+An entry is built in a temporary directory and renamed into place, with its `spec-entry.json`
+marker written last; an entry whose marker is missing or disagrees with its files is rebuilt. A
+file lock per entry makes concurrent requests for the same conversion export it once.
 """
 from __future__ import annotations
 
