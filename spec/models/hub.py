@@ -42,7 +42,7 @@ def reachable(timeout: float = 3.0) -> bool:
     if constants.is_offline_mode():
         return False
     try:
-        httpx.head(endpoint() + "/api/models", timeout=timeout)
+        httpx.head(endpoint() + "/", timeout=timeout)  # the home page: cheap to answer, even for a mirror
         return True
     except (httpx.HTTPError, ValueError):  # no answer in time, refused, or an endpoint that is no URL
         return False
