@@ -59,7 +59,9 @@ def test_hub(repo_folders, tmp_path, monkeypatch):
         monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-home" / "hub"))
         monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
         monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", CHUNK)
-        monkeypatch.delenv("HF_TOKEN", raising=False)
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # not the machine's login
+        for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
         yield server
 
 
@@ -177,7 +179,7 @@ def test_first_start_downloads_through_hf_endpoint_and_the_second_runs_offline(t
     """As on a Space, in fresh processes: HF_ENDPOINT names the Hub; the second start has no Hub at all."""
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home"), "HF_ENDPOINT": test_hub.url, "HF_HUB_OFFLINE": "0",
            "SPEC_MODELS_DIR": str(tmp_path / "models")}
-    for name in ("HF_HUB_CACHE", "HF_TOKEN"):
+    for name in ("HF_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH"):
         env.pop(name, None)
     first = subprocess.run([sys.executable, "-m", "spec", "prepare", TARGET], env=env, capture_output=True, text=True,
                            timeout=120, cwd=REPO)
