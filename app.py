@@ -33,7 +33,7 @@ from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
 from spec.serving import warmup
 from spec.serving.race import MIN_TOKENS_FOR_VERDICT, Limits
 from spec.serving.recording import FAILED
-from spec.serving.requests import choose_pair, generation_config, readable
+from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
 from spec.serving.scheduler import Busy, RaceRequest, RecordingStore, Scheduler
 from spec.serving.sessions import Sessions
 from spec.serving.settings import ServerSettings
@@ -64,6 +64,7 @@ sessions = Sessions()  # each visitor's Stop
 store = RecordingStore(S.stored_races, int(S.stored_mb * 2**20))
 scheduler = Scheduler(registry, LIMITS, S.concurrency, S.max_queue, store)  # one computation per distinct race
 _hub: dict[str, bool | None] = {"reachable": None}  # None until the start-up check has answered
+_hub_lock = threading.Lock()  # the page's first load and the preload may both ask: the Hub is asked once
 _watches = itertools.count(1)  # each watch of a race resets the page's panes once
 
 # --- A short description --------------------------------------------------------------------
@@ -160,10 +161,14 @@ def stop(request: gr.Request) -> None:
 
 
 def check_hub() -> bool:
-    if not (reachable := hub.reachable()):
-        log.info("The Hugging Face Hub is unreachable: only the embedded models%s will work.", " and local folders" if ALLOW_LOCAL_MODELS else "")
-    _hub["reachable"] = reachable
-    return reachable
+    """Whether the Hub (or the mirror HF_ENDPOINT names) answers: asked once, with a short timeout."""
+    with _hub_lock:
+        if _hub["reachable"] is None:
+            _hub["reachable"] = hub.reachable(timeout=3.0)
+            if not _hub["reachable"]:
+                log.info("Not reachable: %s; only the embedded models%s will work.", hub.hub_name(),
+                         " and local folders" if ALLOW_LOCAL_MODELS else "")
+        return _hub["reachable"]
 
 
 def _keys(pair: Preset) -> list[ModelKey]:
@@ -173,12 +178,10 @@ def _keys(pair: Preset) -> list[ModelKey]:
 def on_load():
     """On page load: the pairs that can run here (the others named once, small, at the foot of the
     page), the default pair, or the quick one while the default is still being prepared."""
-    reachable = _hub["reachable"] if _hub["reachable"] is not None else check_hub()
+    reachable = check_hub()
     unavailable = {p.label: reason for p in PRESETS if (reason := p.unavailable(reachable, hub.cached))}
-    notice = gr.Markdown(visible=False)
-    if unavailable:
-        names = ", ".join(unavailable)
-        notice = gr.Markdown(f"Not available on this server: {names} ({next(iter(unavailable.values()))}).", visible=True)
+    notice = gr.Markdown(f"Not available on this server: {', '.join(unavailable)} ({next(iter(unavailable.values()), '')}).",
+                         visible=bool(unavailable))
     preparing = any(registry.progress(key) is not None for key in _keys(DEFAULT_PRESET))
     label = QUICK_PRESET.label if preparing else DEFAULT_PRESET.label
     placeholder = "owner/name or /path/to/model" if ALLOW_LOCAL_MODELS else "owner/name (a Hugging Face model id)"
@@ -198,11 +201,8 @@ def preparation_status(chosen: str):
 
 def drafter_choices(pair: Preset, custom_draft: str = "", current: str | None = None) -> gr.Radio:
     """The drafters `pair` offers; a custom pair offers the draft model only once one is typed."""
-    offered = [(label, value) for label, value in DRAFTER_CHOICES if value in pair.drafters
-               and (pair.label != CUSTOM or value == PROMPT_LOOKUP or (custom_draft or "").strip())]
-    values = [value for _, value in offered]
-    default = next((d for d in pair.drafters if d in values), values[0] if values else None)
-    return gr.Radio(choices=offered, value=current if current in values else default)
+    offered, chosen = offered_drafters(pair, DRAFTER_CHOICES, custom_draft, current)
+    return gr.Radio(choices=offered, value=chosen)
 
 
 def choose_preset(label: str):
@@ -212,7 +212,7 @@ def choose_preset(label: str):
     if pair.label == CUSTOM and not ALLOW_LOCAL_MODELS:
         notes += " This server takes Hugging Face model ids (owner/name) only."
     if pair.label == CUSTOM and _hub["reachable"] is False:
-        notes += " ⚠️ The Hugging Face Hub is unreachable from this server: only models already cached here will load."
+        notes += f" ⚠️ {hub.hub_name()} is unreachable from this server: only models already cached here will load."
     return drafter_choices(pair), gr.Row(visible=pair.label == CUSTOM), notes
 
 

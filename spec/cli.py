@@ -1,4 +1,5 @@
-"""`python -m spec run`: one generation from the command line, streamed or as one JSON object.
+"""`python -m spec run`: one generation from the command line, streamed or as one JSON object;
+`python -m spec prepare`: the Space's models converted and compiled ahead of time.
 
 Bad input exits non-zero with one line on stderr saying what is wrong; never a traceback.
 """
@@ -27,7 +28,7 @@ class _UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, not argparse's usage dump
-        raise _UsageError(f"{message} (see python -m spec run --help)")
+        raise _UsageError(f"{message} (see {self.prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
     run.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
     run.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    prepare = commands.add_parser("prepare", help="convert and compile the Space's models ahead of time (the Dockerfile runs it)")
+    prepare.add_argument("refs", nargs="*", metavar="REF", help="models to prepare, in the forms --target takes (default: the "
+                         "offline pairs' models, and the Hub pairs' models when the Hub answers)")
+    prepare.add_argument("--offline", action="store_true", help="only the offline pairs' models, even when the Hub answers")
+    prepare.add_argument("--weight-format", choices=WEIGHT_FORMATS, help="for the models named (default: int8)")
+    prepare.add_argument("--precision", choices=PRECISIONS, help="for the models named; each precision is compiled apart (default: default)")
+    prepare.add_argument("--device", default=os.environ.get("SPEC_DEVICE", "CPU"), help="the OpenVINO device to compile for (env SPEC_DEVICE)")
     return parser
 
 
@@ -129,9 +137,34 @@ def run(args: argparse.Namespace) -> dict:
     }
 
 
+def prepare(args: argparse.Namespace) -> None:
+    """Prepare the models `args` names (or the presets'), one progress line per phase on stderr;
+    ModelError names every model that failed."""
+    from spec.models import hub
+    from spec.models.conversion_cache import models_dir
+    from spec.serving.prepare import plan, prepare as prepare_models
+
+    if args.offline and args.refs:
+        raise _UsageError("name models or give --offline, not both")
+    todo = plan(args.refs, args.offline, hub.reachable, args.device, args.weight_format, args.precision)
+    for sentence in todo.skipped:
+        print(f"[spec] {sentence}", file=sys.stderr)
+    progress = TerminalProgress(library_output.terminal(), "[spec] ")
+    with _library_output_to_stderr():
+        failures = prepare_models(todo.keys, progress)
+    progress.close()
+    if failures:
+        raise ModelError(" ".join(failures) if len(failures) == 1 else
+                         f"{len(failures)} of {len(todo.keys)} models could not be prepared: " + " ".join(failures))
+    print(f"[spec] Ready: {', '.join(key.ref for key in todo.keys)}, in {models_dir()}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "prepare":
+            prepare(args)
+            return 0
         result = run(args)
     except (_UsageError, ValueError, ModelError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -603,3 +603,25 @@ def test_the_api_accepts_every_drafter_the_page_offers(served, monkeypatch):
             assert "busy" in status, (pair.label, drafter, status)
             expected.append(drafter)
     assert [drafter for *_, drafter in asked] == expected and {"draft-model", "hybrid"} <= set(expected)
+
+
+def test_the_hub_is_asked_once_with_a_short_timeout(served, monkeypatch):
+    """The page's first load and the preload may ask together: one question, then every page reads the answer."""
+    app = served.app
+    asked = []
+
+    def reachable(timeout: float) -> bool:
+        asked.append(timeout)
+        time.sleep(0.2)  # long enough for the other callers to arrive while it is asked
+        return False
+
+    monkeypatch.setitem(app._hub, "reachable", None)
+    monkeypatch.setattr(app.hub, "reachable", reachable)
+    threads = [threading.Thread(target=app.check_hub) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert app.check_hub() is False and len(asked) == 1 and asked[0] <= 5
+    notice = app.on_load()[4]
+    assert "Not available on this server" in notice.value and notice.visible

@@ -1,9 +1,10 @@
 """The conversion cache: each converted model once on disk, never half-written.
 
-One directory per (source, weight format) under `models_dir()`. An entry is built in a temporary
-directory and renamed into place, with its `spec-entry.json` marker written last; an entry whose
-marker is missing or disagrees with its files is rebuilt. A file lock per entry makes concurrent
-requests for the same conversion export it once.
+One directory per (source, weight format) under `models_dir()`; a cache made ahead of time
+(`prepared_dir()`: a Docker image's, while SPEC_MODELS_DIR is on a mounted bucket) is read first.
+An entry is built in a temporary directory and renamed into place, with its `spec-entry.json`
+marker written last; an entry whose marker is missing or disagrees with its files is rebuilt. A
+file lock per entry makes concurrent requests for the same conversion export it once.
 """
 from __future__ import annotations
 
@@ -40,6 +41,13 @@ def models_dir() -> Path:
     return path
 
 
+def prepared_dir() -> Path | None:
+    """$SPEC_PREPARED_DIR: a conversion cache made ahead of time (a Docker image's, by `python -m spec
+    prepare` at build time), read before models_dir() and never written; None when unset."""
+    path = os.environ.get("SPEC_PREPARED_DIR")
+    return Path(path).expanduser() if path else None
+
+
 def convert_cached(
     ref: str,
     name: str,
@@ -57,6 +65,9 @@ def convert_cached(
     """
     cache = models_dir()
     key = _entry_key(name, fingerprint, weight_format)
+    prepared = prepared_dir()
+    if prepared is not None and entry_problem(prepared / key) is None:
+        return prepared / key
     entry = cache / key
     if entry_problem(entry) is None:
         return entry

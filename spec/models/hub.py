@@ -1,28 +1,50 @@
-"""The Hugging Face Hub: downloading a model's files (or finding them in the local cache) with
-progress, and asking whether the Hub can be reached at all."""
+"""The Hugging Face Hub, or a server that speaks its HTTP API (a mirror named by HF_ENDPOINT):
+downloading a model's files (or finding them in the local cache) with progress, and asking whether
+it can be reached at all."""
 from __future__ import annotations
 
-import socket
+import threading
 from pathlib import Path
-from urllib.parse import urlparse
 
 from spec.models.embedded import DEFAULT_REF
 from spec.errors import ModelError
 from spec.models.export import IR_XML
 from spec.progress import Phase, ProgressFn, phase
 
+# huggingface_hub sends some requests (the repo's file list) with no timeout at all: a Hub that
+# stops answering would hang a download for ever. Requests that set none get these seconds.
+REQUEST_TIMEOUT_SECONDS = 10.0
+
+
+def endpoint() -> str:
+    """Where models come from: HF_ENDPOINT (a mirror), or https://huggingface.co."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def hub_name() -> str:
+    """The Hub as messages name it: "the Hugging Face Hub", or the mirror HF_ENDPOINT names."""
+    from huggingface_hub import constants
+
+    return "the Hugging Face Hub" if endpoint() == constants._HF_DEFAULT_ENDPOINT else f"the Hub at {endpoint()}"
+
 
 def reachable(timeout: float = 3.0) -> bool:
-    """Whether the Hub answers from here (HF_HUB_OFFLINE=1 counts as no)."""
+    """Whether the Hub at `endpoint()` answers from here (HF_HUB_OFFLINE=1 counts as no).
+
+    Any HTTP answer counts, even an error status: the server is there. The endpoint's own scheme,
+    host and port are used, so a mirror on http://host:8080 is asked where it listens.
+    """
+    import httpx
     from huggingface_hub import constants
 
     if constants.is_offline_mode():
         return False
-    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
     try:
-        socket.create_connection((host, 443), timeout=timeout).close()
+        httpx.head(endpoint() + "/", timeout=timeout)  # the home page: cheap to answer, even for a mirror
         return True
-    except OSError:
+    except (httpx.HTTPError, ValueError):  # no answer in time, refused, or an endpoint that is no URL
         return False
 
 
@@ -37,24 +59,32 @@ def cached(repo_id: str) -> bool:
 
 
 def download(repo_id: str, report: ProgressFn) -> Path:
-    """Download (or find in the Hugging Face cache) the files of `repo_id` this app needs."""
+    """Download (or find in the Hugging Face cache) the files of `repo_id` this app needs.
+
+    A download cut off part-way resumes where it stopped (huggingface_hub asks for the rest with a
+    Range header, up to five times); a Hub that stops answering for HF_HUB_DOWNLOAD_TIMEOUT seconds
+    on each of those tries ends in a ModelError, never a hang. huggingface_hub keeps no partial file
+    between calls: a later call downloads the file again from its start.
+    """
     import httpx
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
+    _bound_request_timeouts()
     try:
         with phase(report, f"Downloading {repo_id}") as progress:
             return Path(
-                snapshot_download(repo_id, allow_patterns=_files_to_fetch(repo_id), tqdm_class=_reporting_tqdm(progress))
+                snapshot_download(repo_id, allow_patterns=_files_to_fetch(repo_id), tqdm_class=_reporting_tqdm(progress),
+                                  etag_timeout=constants.HF_HUB_ETAG_TIMEOUT)
             )
     except GatedRepoError as e:
         raise ModelError(
-            f"{repo_id} is gated: accept its license on https://huggingface.co/{repo_id} and set HF_TOKEN "
+            f"{repo_id} is gated: accept its license on {endpoint()}/{repo_id} and set HF_TOKEN "
             "to a read token of that account."
         ) from e
     except RepositoryNotFoundError as e:
         raise ModelError(
-            f"The Hub has no model {repo_id} (or it is private): check the spelling, set HF_TOKEN if it is "
+            f"{hub_name()} has no model {repo_id} (or it is private): check the spelling, set HF_TOKEN if it is "
             f"private, or use {DEFAULT_REF}."
         ) from e
     except LocalEntryNotFoundError as e:
@@ -64,22 +94,60 @@ def download(repo_id: str, report: ProgressFn) -> Path:
                 f"set HF_HUB_OFFLINE=0 on a machine with network access, or use {DEFAULT_REF}."
             ) from e
         raise ModelError(
-            f"Could not reach the Hugging Face Hub to download {repo_id}, and it is not cached: check the "
+            f"Could not reach {hub_name()} to download {repo_id}, and it is not cached: check the "
             f"network connection, or use {DEFAULT_REF}."
         ) from e
     except HfHubHTTPError as e:
         status = e.response.status_code if e.response is not None else None
         if status in (401, 403):
             raise ModelError(
-                f"The Hub refused access to {repo_id} (HTTP {status}): set HF_TOKEN to a valid read token "
+                f"{hub_name()} refused access to {repo_id} (HTTP {status}): set HF_TOKEN to a valid read token "
                 "and accept the model's license on its page."
             ) from e
-        raise ModelError(f"The Hub failed while downloading {repo_id} (HTTP {status}): try again later.") from e
+        raise ModelError(f"{hub_name()} failed while downloading {repo_id} (HTTP {status}): try again later.") from e
+    except httpx.TimeoutException as e:
+        raise ModelError(
+            f"{hub_name()} stopped answering while {repo_id} was downloading: try again later "
+            "(HF_HUB_DOWNLOAD_TIMEOUT sets how many seconds of silence give up a try)."
+        ) from e
     except (httpx.HTTPError, OSError) as e:
         raise ModelError(
-            f"Downloading {repo_id} failed ({type(e).__name__}): check the network connection and free disk "
-            "space, then try again."
+            f"Downloading {repo_id} from {hub_name()} failed ({type(e).__name__}): check the network connection "
+            "and free disk space, then try again."
         ) from e
+
+
+_bounded = False
+_bounding = threading.Lock()  # two first downloads at once: one installs, and never closes the other's client
+
+
+def _bound_request_timeouts() -> None:
+    """Give every huggingface_hub request a timeout (once per process): its default HTTP client has
+    none, and some calls (the repo's file list) pass none."""
+    global _bounded
+    with _bounding:
+        if not _bounded:
+            _install_bounded_client()
+            _bounded = True
+
+
+def _install_bounded_client() -> None:
+    from huggingface_hub import set_client_factory
+    from huggingface_hub.utils._http import default_client_factory
+
+    def fill_timeouts(request) -> None:
+        timeouts = request.extensions.get("timeout", {})
+        request.extensions["timeout"] = {
+            kind: REQUEST_TIMEOUT_SECONDS if seconds is None else seconds
+            for kind, seconds in {"connect": None, "read": None, "write": None, "pool": None, **timeouts}.items()
+        }
+
+    def bounded_client():
+        client = default_client_factory()
+        client.event_hooks["request"].append(fill_timeouts)
+        return client
+
+    set_client_factory(bounded_client)
 
 
 def _files_to_fetch(repo_id: str) -> list[str] | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE
-from spec.serving.race import CANCELLED, DONE, LOADING, RACING, STOPPED, WAITING, Lane, Verdict
+from spec.serving.race import CANCELLED, DONE, RACING, STOPPED, WAITING, Lane, Verdict
 from spec.serving.recording import FAILED, Frame, Recording
 from spec.serving.scheduler import LIVE
 

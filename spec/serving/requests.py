@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from spec.config import DRAFT_MODEL, GenerationConfig
+from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig
 from spec.serving.presets import CUSTOM, Preset
 
 
@@ -57,6 +57,17 @@ def choose_pair(presets: dict[str, Preset], label, drafter, drafter_names: dict[
             raise ValueError(f"“{pair.label}” has no draft model: choose {offered}.")
         raise ValueError(f"“{pair.label}” offers {offered} as the drafter, not {str(drafter)[:40]!r}.")
     return pair
+
+
+def offered_drafters(pair: Preset, choices: list[tuple[str, str]], custom_draft: str = "", current: str | None = None
+                     ) -> tuple[list[tuple[str, str]], str | None]:
+    """The (label, drafter) choices `pair` offers, and the one to select (`current` if offered, else
+    the pair's default): a custom pair offers the draft model only once one is typed."""
+    offered = [(label, value) for label, value in choices if value in pair.drafters
+               and (pair.label != CUSTOM or value == PROMPT_LOOKUP or (custom_draft or "").strip())]
+    values = [value for _, value in offered]
+    default = next((d for d in pair.drafters if d in values), values[0] if values else None)
+    return offered, current if current in values else default
 
 
 _SERVER_PATH = re.compile(r"(?<![\w.:/~-])(?:~|\.{1,2})?/[^\s'\"`,;:()]+")

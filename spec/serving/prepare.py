@@ -1,0 +1,72 @@
+"""Preparing the models the Space offers before it starts (`python -m spec prepare`).
+
+The Dockerfile runs it at build time, so the image holds the converted IR and the compiled blobs
+and a Space races within seconds of starting. Each model is found or built and compiled the way
+the Space loads it (spec.models.registry.load_model), so the conversion cache and OpenVINO's
+compiled-blob cache both land in SPEC_MODELS_DIR.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from spec.config import ModelKey
+from spec.errors import ModelError
+from spec.progress import ProgressFn
+from spec.serving.presets import CUSTOM, PRESETS
+
+
+@dataclass(frozen=True)
+class Plan:
+    keys: tuple[ModelKey, ...]  # the models to prepare, in order
+    skipped: tuple[str, ...]  # sentences saying which models are left out, and why
+
+
+def plan(refs: list[str], offline: bool, hub_reachable: Callable[[], bool], device: str = "CPU",
+         weight_format: str | None = None, precision: str | None = None) -> Plan:
+    """What `prepare` does: the models `refs` names, or else every preset's models, those that need
+    the Hub only when it answers (`hub_reachable` is asked once, and only then) and `offline` is False.
+
+    A preset's model gets that preset's weight format and precision, as the Space loads it; a
+    named one gets `weight_format` and `precision` (the engine's defaults when None).
+    """
+    if refs:
+        options = {name: value for name, value in (("weight_format", weight_format), ("precision", precision)) if value}
+        return Plan(tuple(dict.fromkeys(ModelKey(ref, device=device, **options) for ref in refs)), ())
+    keys = {False: {}, True: {}}  # needs the Hub -> ModelKey -> None (an ordered set)
+    for preset in PRESETS:
+        if preset.label == CUSTOM:
+            continue
+        for ref in (preset.target, preset.draft):
+            if ref:
+                keys[preset.needs_hub].setdefault(ModelKey(ref, preset.weight_format, preset.precision, device))
+    hub_keys = [key for key in keys[True] if key not in keys[False]]
+    if not hub_keys:
+        return Plan(tuple(keys[False]), ())
+    from spec.models import hub  # imported late: huggingface_hub is slow to import
+
+    names = ", ".join(key.ref for key in hub_keys)
+    if offline:
+        return Plan(tuple(keys[False]), (f"Skipped the Hub pairs' models ({names}): --offline prepares only the offline pairs.",))
+    if not hub_reachable():
+        return Plan(tuple(keys[False]), (
+            f"Skipped the Hub pairs' models ({names}): {hub.hub_name()} cannot be reached from here; the Space "
+            "downloads them on first use if it can reach it.",
+        ))
+    return Plan(tuple(keys[False]) + tuple(hub_keys), ())
+
+
+def prepare(keys: tuple[ModelKey, ...], progress: ProgressFn) -> list[str]:
+    """Find or build, and compile, each model; returns one sentence per model that failed."""
+    from spec.models.registry import load_model  # imported late: OpenVINO and Transformers are slow to import
+
+    failures = []
+    for key in keys:
+        try:
+            load_model(key, progress)
+        except ModelError as error:
+            failures.append(str(error))
+        except MemoryError:
+            failures.append(f"Preparing {key.ref} ran out of memory: build on a machine with more RAM, or skip "
+                            "preparing at build time (the Space then prepares its models on first start).")
+    return failures

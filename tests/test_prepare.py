@@ -1,0 +1,127 @@
+"""`python -m spec prepare`: what it prepares, that it leaves a converted IR and compiled blobs
+where the Space looks for them, and that a failure is a sentence and a non-zero exit.
+
+The Hub case (a model downloaded through HF_ENDPOINT, then used offline) is in tests/test_hub.py.
+"""
+from __future__ import annotations
+
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from spec.cli import main
+from spec.config import DEFAULT_PRECISION, F32, FP32, INT8, ModelKey
+from spec.errors import ModelError
+from spec.models import conversion_cache, export, library_output
+from spec.models.embedded import DEFAULT_REF, QUICK_REF
+from spec.models.resolve import resolve_model
+from spec.serving.prepare import plan
+from spec.serving.presets import PRESETS
+from tests.conftest import models_dir_at
+
+REPO = Path(__file__).resolve().parents[1]
+HUB_REFS = {ref for p in PRESETS if p.needs_hub for ref in (p.target, p.draft) if ref}
+
+
+@pytest.fixture
+def terminal(monkeypatch) -> io.StringIO:
+    """What the command writes to the terminal (progress goes to the process's first stderr, not sys.stderr)."""
+    stream = io.StringIO()
+    monkeypatch.setattr(library_output, "_terminal", stream)
+    return stream
+
+
+def _never_asked() -> bool:
+    raise AssertionError("the Hub was asked although nothing needed it")
+
+
+def test_by_default_the_offline_pairs_are_prepared_as_the_space_loads_them():
+    offline = plan([], offline=True, hub_reachable=_never_asked)
+    assert offline.keys == (ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION), ModelKey(QUICK_REF, INT8, DEFAULT_PRECISION))
+    assert len(offline.skipped) == 1 and "--offline" in offline.skipped[0]
+    assert all(ref in offline.skipped[0] for ref in HUB_REFS)
+
+
+def test_the_hub_pairs_are_prepared_only_when_the_hub_answers():
+    unreachable = plan([], offline=False, hub_reachable=lambda: False)
+    assert {key.ref for key in unreachable.keys} == {DEFAULT_REF, QUICK_REF}
+    assert "cannot be reached" in unreachable.skipped[0]
+    asked = []
+    reachable = plan([], offline=False, hub_reachable=lambda: asked.append(1) or True)
+    assert asked == [1] and reachable.skipped == ()
+    assert [key.ref for key in reachable.keys][:2] == [DEFAULT_REF, QUICK_REF]
+    assert {key.ref for key in reachable.keys[2:]} == HUB_REFS and len(reachable.keys) == 2 + len(HUB_REFS)
+
+
+def test_named_models_are_prepared_with_the_options_given():
+    named = plan(["a/b", QUICK_REF, "a/b"], offline=False, hub_reachable=_never_asked, device="GPU", weight_format=FP32, precision=F32)
+    assert named.keys == (ModelKey("a/b", FP32, F32, "GPU"), ModelKey(QUICK_REF, FP32, F32, "GPU")) and named.skipped == ()
+    assert plan([QUICK_REF], False, _never_asked).keys == (ModelKey(QUICK_REF),)
+
+
+def test_the_dockerfiles_command_prepares_the_offline_pairs_without_asking_the_hub(monkeypatch, terminal, capsys):
+    """The command the image's build runs (read from the Dockerfile), with the loading itself stood in for:
+    the real preparation of Qwen takes minutes and 9.5 GB (tests/test_embedded_qwen.py does it)."""
+    import spec.models.registry
+    from spec.models import hub
+
+    command = re.search(r"then (python -m spec prepare[^;]*);", (REPO / "Dockerfile").read_text())[1]
+    loaded = []
+    monkeypatch.setattr(spec.models.registry, "load_model", lambda key, progress: loaded.append(key))
+    monkeypatch.setattr(hub, "reachable", _never_asked)
+    assert main(shlex.split(command)[3:]) == 0
+    assert loaded == [ModelKey(DEFAULT_REF), ModelKey(QUICK_REF)]
+    err = capsys.readouterr().err
+    assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {QUICK_REF}" in err
+
+
+def _compiled_blobs(models_dir) -> list:
+    return list((models_dir / "compiled").glob("*.blob"))
+
+
+def test_prepare_leaves_the_ir_and_the_compiled_blobs_in_the_models_dir(tiny_checkpoints, tmp_path, terminal, capsys):
+    with models_dir_at(tmp_path):
+        code = main(["prepare", str(tiny_checkpoints[0]), "--weight-format", "fp32"])
+    lines = terminal.getvalue().splitlines() + capsys.readouterr().err.splitlines()
+    assert code == 0, lines
+    entries = [p for p in tmp_path.iterdir() if (p / export.IR_XML).exists() and conversion_cache.entry_problem(p) is None]
+    assert len(entries) == 1
+    assert _compiled_blobs(tmp_path), "compiled once, so the Space's first load reads a blob"
+    assert [line for line in lines if line.startswith("[spec] Exporting target to OpenVINO FP32 — done in")]
+    assert [line for line in lines if line.startswith(f"[spec] Compiling {tiny_checkpoints[0]} for CPU — done in")]
+    assert lines[-1].startswith("[spec] Ready: ") and str(tmp_path) in lines[-1]
+
+
+def test_a_model_that_cannot_be_prepared_is_a_sentence_and_a_non_zero_exit(tiny_checkpoints, tmp_path, terminal, capsys):
+    with models_dir_at(tmp_path):
+        code = main(["prepare", "embedded:GPT-9", str(tiny_checkpoints[0]), "--weight-format", "fp32"])
+    err = capsys.readouterr().err
+    assert code == 2
+    # (pytest's sys.stderr also shows what the export printed; the command line sends that to a log)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: There is no embedded model 'embedded:GPT-9'"), err
+    assert "Traceback" not in terminal.getvalue() + err and "Ready" not in terminal.getvalue()
+    assert _compiled_blobs(tmp_path), "the other model was still prepared"
+    assert main(["prepare", "--offline", QUICK_REF]) == 2
+    assert "name models or give --offline" in capsys.readouterr().err
+
+
+def test_a_cache_prepared_ahead_of_time_is_used_without_converting_again(tiny_checkpoints, tmp_path, monkeypatch):
+    """The image's models (SPEC_PREPARED_DIR) serve while SPEC_MODELS_DIR is an empty bucket."""
+    ref = str(tiny_checkpoints[1])
+    with models_dir_at(tmp_path / "image"):
+        prepared = resolve_model(ref, FP32).path
+
+    def no_export(*args):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(export, "_export_ir", no_export)
+    monkeypatch.setenv("SPEC_PREPARED_DIR", str(tmp_path / "image"))
+    with models_dir_at(tmp_path / "bucket"):
+        assert resolve_model(ref, FP32).path == prepared
+    monkeypatch.setenv("SPEC_PREPARED_DIR", str(tmp_path / "nothing-here"))
+    with models_dir_at(tmp_path / "bucket"), pytest.raises(ModelError, match="converted again"):
+        resolve_model(ref, FP32)
