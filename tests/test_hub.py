@@ -72,7 +72,8 @@ def _download(repo_id: str) -> Path:
 
 
 def test_a_race_runs_on_models_downloaded_from_the_hub(test_hub):
-    scheduler = Scheduler(ModelRegistry())  # as the Space races: the pair loads on the first race
+    registry = ModelRegistry()
+    scheduler = Scheduler(registry)  # as the Space races: the pair loads on the first race
     keys = ModelKey(TARGET, "fp32", "f32"), ModelKey(DRAFT, "fp32", "f32")
     recording, how = scheduler.submit(RaceRequest("Hello world", *keys, DRAFT_MODEL, GenerationConfig(max_new_tokens=12)))
     final = list(watch(recording, how, scheduler.place, threading.Event(), 0.0))[-1]
