@@ -372,7 +372,9 @@ class HybridK(LookupK):
     The draft model's side: its acceptance, the seconds of one of its calls (re-encoding included)
     and the calls a round makes beyond its drafts, as this pair measured them, drafting n of the K
     slots of a verify call at width K+1 (free guesses fill the rest), n chosen by the same rate when
-    dynamic.
+    dynamic. Its whole round is counted: after rounds it did not draft, the draft model first
+    catches up on what the target kept (a call of its own), so taking over from a copy costs more
+    than going on drafting, and the hybrid does not pay for the draft model where lookup would copy.
     """
 
     def __init__(
@@ -382,10 +384,13 @@ class HybridK(LookupK):
         super().__init__(k, max_ngram, None if dynamic else (k,), lookup)
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
+        self.catch_up: float | None = None  # seconds the draft model takes to catch up after rounds it did not draft
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
         m, verify = self.memory, self.cost(self.k + 1)
+        if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
+            verify += self.catch_up if self.catch_up is not None else m.call_seconds
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
             tokens, survive = 1.0, 1.0
             for i in range(self.k):  # the draft model's n tokens, then guesses
@@ -412,6 +417,9 @@ class HybridK(LookupK):
             super().observe_round(drafted, accepted, draft_seconds, verify_seconds)
             return
         self._observe_call(self._plan.k + 1, verify_seconds)
+        if catch_up_seconds:
+            c = self.catch_up
+            self.catch_up = catch_up_seconds if c is None else _DECAY * c + (1 - _DECAY) * catch_up_seconds
         m = self.memory
         m.observe_acceptance(drafted, accepted, _DECAY)
         if drafted:
