@@ -47,8 +47,11 @@ def test_a_copy_goes_on_past_a_token_an_edit_replaced():
     match = lookup.match(context)
     assert match.resumed and context[match.start : match.start + 3] == [32, 33, 34]
     assert lookup.propose(context, 3).tokens.tolist() == [32, 33, 34]
-    context += [32, 33, 34, n]  # all 3 kept, and the target's own token is n again where the source has x
+    m = 92
+    context += [32, 33, 34, m]  # all 3 kept, and the target's own token is m where the source has x
     assert lookup.propose(context, 1).tokens.tolist() == [35]
+    # A match in the text, even of one token, wins over the guess: n was followed by 32 before.
+    assert lookup.match(context[:-1] + [n]).length == 1
     # A round that kept every draft needs no resuming: the match itself goes on.
     fresh = PromptLookupDrafter()
     fresh.propose(source + [7, 30, 31], 2)

@@ -218,6 +218,10 @@ RESUMED = -1
 _MATCH_BUCKETS = (1, 2, 3, 4, 8, 16, 32)  # a match of length L counts in the largest bucket <= L
 _PRIOR_LOOKUP_ALPHA = {0: 0.1, 1: 0.5, 2: 0.68, 3: 0.85, 4: 0.87, 8: 0.89, 16: 0.91, 32: 0.93, RESUMED: 0.5}
 _PRIOR_WEIGHT = 2.0  # the prior counts as this many rounds
+# Lookup's counts forget more slowly than the costs: a kind of match is seen only now and then, and
+# one unlucky round must not make it look worthless (0.9 kept more per call than 0.7, 0.85 or 0.95
+# when replayed on the code-editing prompts, see bench/calls.py --replay).
+_LOOKUP_DECAY = 0.9
 # A verify call of width w, in one-token steps, before this generation has timed it: Qwen2.5-Coder-1.5B
 # INT8 at the default precision on 2 cores (widths 2-9 measured by the benchmark; 17 and 33 scaled from
 # 9 by a short, noisy measurement on a loaded machine: 1.17x and 1.90x a width-9 call); linear in
@@ -273,8 +277,8 @@ class LookupAcceptance:
             self.count(0, accepted - from_match, accepted < k)
 
     def count(self, key: int, kept: int, rejected: bool) -> None:
-        self.kept[key] = _DECAY * self.kept[key] + kept
-        self.rejected[key] = _DECAY * self.rejected[key] + rejected
+        self.kept[key] = _LOOKUP_DECAY * self.kept[key] + kept
+        self.rejected[key] = _LOOKUP_DECAY * self.rejected[key] + rejected
 
 
 def lookup_state(lookup: PromptLookupDrafter, context) -> tuple[int, int]:

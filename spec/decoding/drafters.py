@@ -108,13 +108,13 @@ class PromptLookupDrafter:
         self._copy: tuple[int, int, int] | None = None  # (context length, source start, tokens) of the last copy
 
     def match(self, context: Sequence[int]) -> Match | None:
-        """Where the next draft would copy from: the longest match, unless it is shorter than the
-        n-gram looked up and an edit just cut the last copy short (then past the edit)."""
+        """Where the next draft would copy from: the best match (find_match); without any, and right
+        after the target replaced a token of the last copy, the source token after the replaced one."""
         context = np.asarray(context, dtype=np.int64)
         found = find_match(context, self.max_ngram_size, self.min_ngram_size)
-        if found is not None and found.length >= self.max_ngram_size:
-            return found
-        return self._past_edit(context) or found
+        # A match, even of one token, is evidence from the text; going on past an edit is a guess
+        # (replayed on the code-editing prompts, preferring the guess to short matches kept fewer).
+        return found if found is not None else self._past_edit(context)
 
     def _past_edit(self, context: np.ndarray) -> Match | None:
         if self._copy is None:
@@ -124,6 +124,8 @@ class PromptLookupDrafter:
         replaced = start + grown - 1  # the source token the target's own token stands for
         if not 1 <= grown <= drafted + 1 or replaced >= length or context[length + grown - 1] == context[replaced]:
             return None  # not the round right after that copy, or the target's token goes on copying
+        if not np.array_equal(context[length : length + grown - 1], context[start:replaced]):
+            return None  # the tokens since are not that copy's drafts (plain steps came in between)
         resume = replaced + 1  # one source token replaced by one: go on from the token after it
         if resume >= len(context):
             return None
