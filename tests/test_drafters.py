@@ -92,3 +92,19 @@ def test_a_draft_model_reports_every_call_a_round_makes(tiny_pairs, monkeypatch)
     list(generate("Hello world, hello world, hello", target, config, "speculative", "draft-model", draft))
     assert len(seen) > 3 and all(p.calls + (p.catch_up_seconds > 0) == made for p, made in seen)
     assert any(p.calls > len(p.tokens) for p, _ in seen)  # a round that fed the target's token in a call of its own
+
+
+def test_a_round_searches_the_context_once(monkeypatch):
+    """The schedule asks what the lookup would copy, then the round drafts it: one search, not two."""
+    import spec.decoding.drafters as drafters
+
+    searches = []
+    real = drafters.find_match
+    monkeypatch.setattr(drafters, "find_match", lambda *a: searches.append(1) or real(*a))
+    lookup = PromptLookupDrafter()
+    context = [1, 2, 3, 4, 5, 1, 2]
+    planned = lookup.match(context)
+    assert lookup.propose(context, 3).tokens.tolist() == [3, 4, 5] and planned.start == 2
+    assert len(searches) == 1
+    lookup.propose(context + [3], 2)
+    assert len(searches) == 2

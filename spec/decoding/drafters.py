@@ -106,15 +106,20 @@ class PromptLookupDrafter:
         self.max_ngram_size = max_ngram_size
         self.min_ngram_size = min_ngram_size
         self._copy: tuple[int, int, int] | None = None  # (context length, source start, tokens) of the last copy
+        self._matched: tuple[np.ndarray, Match | None] | None = None  # the last context searched, and its match
 
     def match(self, context: Sequence[int]) -> Match | None:
         """Where the next draft would copy from: the best match (find_match); without any, and right
         after the target replaced a token of the last copy, the source token after the replaced one."""
         context = np.asarray(context, dtype=np.int64)
+        if self._matched is not None and np.array_equal(self._matched[0], context):
+            return self._matched[1]  # the schedule asked first, then the round drafts: search once
         found = find_match(context, self.max_ngram_size, self.min_ngram_size)
         # A match, even of one token, is evidence from the text; going on past an edit is a guess
         # (replayed on the code-editing prompts, preferring the guess to short matches kept fewer).
-        return found if found is not None else self._past_edit(context)
+        match = found if found is not None else self._past_edit(context)
+        self._matched = (context, match)
+        return match
 
     def _past_edit(self, context: np.ndarray) -> Match | None:
         if self._copy is None:
@@ -135,15 +140,16 @@ class PromptLookupDrafter:
         started = time.perf_counter()
         match = self.match(context)
         if match is None or n <= 0:
-            self._copy = None
+            self._copy = self._matched = None
             return Proposal(np.empty(0, dtype=np.int64), None, time.perf_counter() - started, source=PROMPT_LOOKUP)
         tokens = np.asarray(context[match.start : match.start + n], dtype=np.int64)
         self._copy = (len(context), match.start, len(tokens))
+        self._matched = None  # what it matches next depends on this copy
         return Proposal(tokens, None, time.perf_counter() - started, source=PROMPT_LOOKUP)
 
     def forget(self) -> None:
         """Another drafter drafted meanwhile: the last copy is no guide to the next one."""
-        self._copy = None
+        self._copy = self._matched = None
 
     def roll_back(self, context: Sequence[int]) -> None:
         pass  # it reads the context afresh every round
