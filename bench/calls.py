@@ -196,15 +196,13 @@ def _pin_costs(speculative, curve) -> None:
                 super().__init__(*a, **kw)
                 self.seconds = {w: curve(w) for w in range(1, 66)}
                 self.switch = SWITCH
-                if hasattr(self, "memory"):
-                    self.memory.call_seconds = DRAFT_CALL
 
             def _observe_call(self, width, seconds):
                 self._last_width = width
 
             def observe_round(self, *a, **kw):
                 super().observe_round(*a, **kw)
-                if hasattr(self, "memory"):
+                if hasattr(self, "memory") and self.memory.call_seconds is not None:  # timed as the engine times it: first round
                     self.memory.call_seconds = DRAFT_CALL
                     if hasattr(self, "catch_up"):
                         self.catch_up = DRAFT_CALL
