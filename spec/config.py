@@ -45,7 +45,7 @@ class GenerationConfig:
     seed: int | None = None  # seeds sampling (and speculative acceptance) for reproducible runs
     num_assistant_tokens: int = 4  # K: drafts each verify call checks (its width is K+1)
     dynamic_k: bool = True  # adapt how many tokens a draft model makes; plain steps when drafting does not pay
-    prompt_lookup_max_ngram: int = 3  # longest n-gram prompt lookup matches on
+    prompt_lookup_max_ngram: int = 3  # n-gram prompt lookup looks up (shorter if absent); its match may reach further back
     stop_strings: tuple[str, ...] = field(default_factory=tuple)  # stop when the text contains one of these
     chat: bool = True  # wrap the prompt in the tokenizer's chat template when it has one
 

@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from spec.decoding.adaptive_k import DynamicK, LookupK, PairMemory, Round, expected_tokens, predicted_speedup
+from spec.decoding.adaptive_k import (
+    DynamicK, LookupK, PairMemory, Round, expected_tokens, match_key, predicted_speedup, prior_width_cost,
+)
 
 T = 0.010  # seconds of a plain target step in these tests
 
@@ -145,7 +147,7 @@ def lookup_measured(**seconds) -> LookupK:
 
 def test_lookup_starts_at_the_k_asked_for():
     assert LookupK(4).next_round(COPYING) == Round(4, 4, "prompt-lookup")
-    assert LookupK(4).choices == (1, 2, 4, 8, 16)
+    assert LookupK(4).choices == (1, 2, 4, 8, 16, 32)  # long copies may verify up to 32 drafts at once
 
 
 def test_a_long_3_gram_copy_widens_k_and_no_match_does_not():
@@ -206,3 +208,27 @@ def test_pauses_are_as_long_as_a_probe_is_dear():
             pauses.append(schedule.memory.plain_left)
             schedule.memory.plain_left = 0
         assert max(pauses) == longest, (catch_up, pauses)
+
+
+def test_unmeasured_widths_are_priced_from_the_measured_cost_curve():
+    assert prior_width_cost(1) == 1.0 and prior_width_cost(5) == pytest.approx(1.31)
+    assert 1.0 < prior_width_cost(2) and prior_width_cost(9) < prior_width_cost(17) < prior_width_cost(33) < prior_width_cost(65)
+    schedule = LookupK(4)
+    schedule.seconds = {1: 0.1, 9: 0.16}  # a faster machine: the curve is scaled from the nearest measured width
+    assert schedule._steady(17) == pytest.approx(0.16 * prior_width_cost(17) / prior_width_cost(9))
+
+
+def test_a_long_copy_under_way_verifies_16_to_32_drafts_at_once():
+    """Once a generation has kept long copies whole, a match reaching far back with hundreds of tokens
+    available pays for the widest calls the cost curve allows; a short match does not."""
+    schedule = LookupK(4)
+    schedule.seconds = {w: prior_width_cost(w) for w in (1, 2, 3, 5, 9, 17, 33)}
+    schedule.switch, schedule._last_width = 0.25, 17
+    for _ in range(4):
+        schedule._match, schedule._plan = (match_key(40), 300), Round(16, 16)
+        schedule.observe_round(16, 16, 1e-5, 1.75)
+    long_copy = list(range(100, 180)) + [7] + list(range(100, 150))
+    assert schedule.next_round(long_copy).k >= 16
+    assert schedule._match == (32, 81)  # a match reaching 50 back; the rest of the context follows it
+    assert schedule.next_round(NEW_TEXT).k <= 2
+    assert match_key(1) == 1 and match_key(5) == 4 and match_key(40) == 32 and match_key(0, resumed=True) == -1

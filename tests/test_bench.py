@@ -24,7 +24,8 @@ def smoke_run(tmp_path_factory, tiny_pairs, tiny_models_dir):
     out = root / "results"
     argv = [
         "--quick", "--target", str(target), "--draft", str(draft), "--weight-format", "fp32", "--precision", "f32",
-        "--prompts", *prompts, "--out", str(out), "--name", "smoke", "--cost-repeats", "3", "--peers", "openvino-genai",
+        "--prompts", *prompts, "humaneval:0-1", "--out", str(out), "--name", "smoke", "--cost-repeats", "3",
+        "--peers", "openvino-genai",
     ]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPEC_MODELS_DIR", str(tiny_models_dir))  # the tiny conversions' cache, inherited by the workers
@@ -67,6 +68,31 @@ def test_greedy_speculative_matches_autoregressive_in_the_benchmark(smoke_run):
     assert greedy_spec and all(su["same_tokens_as_ar"] == "1/1" for su in greedy_spec)
     drafted = [su for su in greedy_spec if su.get("mean_k")]
     assert drafted and all(0.0 <= su["alpha"] <= 1.0 for su in drafted)
+
+
+def test_humaneval_runs_beside_the_peers_and_matches_autoregressive(smoke_run):
+    """A further prompt set (HumanEval's first problem, --quick keeps one) gets our autoregressive,
+    prompt lookup and hybrid and openvino-genai's plain and prompt-lookup runs at every N."""
+    _, report, text = smoke_run
+    runs = [(s, su) for s, su in zip(report["settings"], report["summaries"]) if s["prompt_set"] == "humaneval"]
+    assert {(s["engine"], s["drafter"], s["max_new_tokens"]) for s, _ in runs} >= {
+        (engine, drafter, n) for n in (8, 16)
+        for engine, drafter in (("ours", None), ("ours", "prompt-lookup"), ("ours", "hybrid"), ("openvino-genai", None), ("openvino-genai", "prompt-lookup"))
+    }
+    assert all(su["same_tokens_as_ar"] == "1/1" for s, su in runs if s["engine"] == "ours" and s["mode"] == "speculative")
+    assert "### Per prompt: humaneval" in text
+
+
+def test_humaneval_prompts_are_the_stubs_with_an_instruction():
+    from bench.humaneval import INSTRUCTION
+    from bench.run import read_prompt_sets
+
+    (humaneval,) = read_prompt_sets(["humaneval:3-5"], None)
+    assert humaneval.kind == "grounded" and [p for p, _ in humaneval.prompts] == ["HumanEval-3", "HumanEval-4", "HumanEval-5"]
+    assert all(text.startswith(INSTRUCTION + "from typing import List") for _, text in humaneval.prompts)
+    assert len(read_prompt_sets(["humaneval"], None)[0].prompts) == 100
+    with pytest.raises(ValueError, match="from 0 to 163"):
+        read_prompt_sets(["humaneval:100-200"], None)
 
 
 def test_targets_are_all_checked(smoke_run):

@@ -1,13 +1,61 @@
 """Prompt lookup and the free guesses that keep every verify call at the same width."""
 import numpy as np
 
-from spec.decoding.drafters import pad_draft, prompt_lookup
+from spec.decoding.drafters import PromptLookupDrafter, find_match, pad_draft, prompt_lookup
 
 
 def test_prompt_lookup_copies_what_followed_the_latest_longest_match():
     context = np.array([1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3])
     assert prompt_lookup(context, 2).tolist() == [7, 8]  # the 3-gram [1 2 3] last stood before 7 8
     assert prompt_lookup(np.array([4, 5, 6]), 3).tolist() == []
+
+
+def test_the_match_reaching_furthest_back_wins_over_a_more_recent_short_one():
+    """An editor copies the unchanged code on: a 3-gram that also occurs in between (a repeated
+    `    return`) must not pull the copy away from its source."""
+    source = [50, 51, 52, 1, 2, 3, 60, 61, 62]  # the code being edited, in the prompt
+    between = [9, 1, 2, 3, 70, 71]  # the same 3-gram, more recently, followed by something else
+    context = np.array(source + between + [50, 51, 52, 1, 2, 3])  # the answer copying the source
+    match = find_match(context)
+    assert match.length == 6 and context[match.start] == 60
+    assert prompt_lookup(context, 3).tolist() == [60, 61, 62]
+
+
+def test_equally_long_matches_that_disagree_follow_the_continuation_most_agree_on():
+    context = np.array([0, 1, 2, 3, 7, 0, 1, 2, 3, 7, 0, 1, 2, 3, 8, 0, 1, 2, 3])
+    # [0 1 2 3] occurred three times: twice followed by 7, most recently by 8.
+    assert find_match(context).length == 4
+    assert prompt_lookup(context, 1).tolist() == [7]
+    assert prompt_lookup(np.array([1, 2, 9, 1, 2, 8, 1, 2]), 1).tolist() == [8]  # no majority: the most recent
+
+
+def test_the_generated_text_is_searched_as_well_as_the_prompt():
+    prompt = [10, 11, 12]
+    answer = [20, 21, 22, 23, 24, 5, 20, 21, 22]  # the answer repeats itself, not the prompt
+    assert prompt_lookup(np.array(prompt + answer), 2).tolist() == [23, 24]
+
+
+def test_a_copy_goes_on_past_a_token_an_edit_replaced():
+    """Renaming x to n: the target replaces one copied token, and the copy resumes after it."""
+    x, n = 90, 91
+    source = [30, 31, x, 32, 33, 34, x, 35]
+    lookup = PromptLookupDrafter()
+    context = source + [7, 30, 31]  # the answer has copied the start of the source
+    proposal = lookup.propose(context, 6)
+    assert proposal.tokens.tolist() == [x, 32, 33, 34, x, 35]
+    context += [n]  # the target rejected the first draft: it writes n where the source has x
+    match = lookup.match(context)
+    assert match.resumed and context[match.start : match.start + 3] == [32, 33, 34]
+    assert lookup.propose(context, 3).tokens.tolist() == [32, 33, 34]
+    m = 92
+    context += [32, 33, 34, m]  # all 3 kept, and the target's own token is m where the source has x
+    assert lookup.propose(context, 1).tokens.tolist() == [35]
+    # A match in the text, even of one token, wins over the guess: n was followed by 32 before.
+    assert lookup.match(context[:-1] + [n]).length == 1
+    # A round that kept every draft needs no resuming: the match itself goes on.
+    fresh = PromptLookupDrafter()
+    fresh.propose(source + [7, 30, 31], 2)
+    assert not fresh.match(source + [7, 30, 31, x, 32, 33]).resumed
 
 
 def test_pad_draft_keeps_the_drafts_and_fills_the_width():
@@ -44,3 +92,19 @@ def test_a_draft_model_reports_every_call_a_round_makes(tiny_pairs, monkeypatch)
     list(generate("Hello world, hello world, hello", target, config, "speculative", "draft-model", draft))
     assert len(seen) > 3 and all(p.calls + (p.catch_up_seconds > 0) == made for p, made in seen)
     assert any(p.calls > len(p.tokens) for p, _ in seen)  # a round that fed the target's token in a call of its own
+
+
+def test_a_round_searches_the_context_once(monkeypatch):
+    """The schedule asks what the lookup would copy, then the round drafts it: one search, not two."""
+    import spec.decoding.drafters as drafters
+
+    searches = []
+    real = drafters.find_match
+    monkeypatch.setattr(drafters, "find_match", lambda *a: searches.append(1) or real(*a))
+    lookup = PromptLookupDrafter()
+    context = [1, 2, 3, 4, 5, 1, 2]
+    planned = lookup.match(context)
+    assert lookup.propose(context, 3).tokens.tolist() == [3, 4, 5] and planned.start == 2
+    assert len(searches) == 1
+    lookup.propose(context + [3], 2)
+    assert len(searches) == 2

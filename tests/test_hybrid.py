@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec.decoding.adaptive_k import HybridK, PairMemory
+from spec.decoding.adaptive_k import HybridK, PairMemory, Round
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.engine import generate
 from spec.decoding.generation import ACCEPTED, LOOKUP
@@ -32,6 +32,23 @@ def test_lookup_where_the_answer_copies_the_prompt_and_the_draft_where_it_does_n
     assert plan.source == DRAFT_MODEL and 1 <= plan.draft_length <= 4
     expensive = timed(call_seconds=2.0)  # a draft as slow as the target: lookup's guesses win
     assert expensive.next_round(NEW_TEXT).source == PROMPT_LOOKUP
+
+
+def test_taking_over_from_lookup_pays_for_the_draft_models_catch_up():
+    """Right after lookup rounds the draft model must first be fed what the target kept: that call
+    is part of the round it would draft, and a dear one can halve what the round yields per second."""
+    schedule = timed(alpha_draft=0.6, call_seconds=0.06)
+    for _ in range(6):  # lookup rounds without a match: its guesses are seldom kept
+        schedule._match, schedule._plan = (0, 0), Round(4, 4, PROMPT_LOOKUP)
+        schedule.observe_round(4, 0, 1e-5, 1.2)
+    schedule._plan = Round(4, 4, DRAFT_MODEL)
+    in_step = schedule.rates(0, 0)
+    schedule.observe_round(4, 2, 0.24, 1.2, catch_up_seconds=1.2)  # a catch-up call as dear as a verify call
+    schedule._plan = Round(4, 4, PROMPT_LOOKUP)
+    behind = schedule.rates(0, 0)
+    draft = Round(4, 4, DRAFT_MODEL)
+    assert max(in_step, key=in_step.get).source == DRAFT_MODEL
+    assert schedule.catch_up == 1.2 and behind[draft] < 0.6 * in_step[draft]  # about half: the round takes twice as long
 
 
 def test_each_source_learns_from_its_own_rounds():

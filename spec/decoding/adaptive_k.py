@@ -26,7 +26,7 @@ from typing import NamedTuple
 import numpy as np
 
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
-from spec.decoding.drafters import find_match
+from spec.decoding.drafters import PromptLookupDrafter
 
 _DECAY = 0.7  # weight kept by older rounds in the running estimates
 _ALPHA_DECAY = 0.85  # a draft model's acceptance moves more slowly: a few bad rounds must not stop it
@@ -210,79 +210,106 @@ class DynamicK:
             m.pause = min(2 * m.pause, int(longest))
 
 
-# Prompt lookup's acceptance per draft, before a generation has shown its own: by the length of the
-# n-gram the lookup matched (measured on SmolLM2: 1-gram 51%, 2-gram 68%, 3-gram 82-87%), and for
-# guesses without any match (the last token repeated), which are seldom right.
-_PRIOR_LOOKUP_ALPHA = {0: 0.1, 1: 0.5, 2: 0.68, 3: 0.85}
+# Prompt lookup's acceptance per draft, before a generation has shown its own: by how far back the
+# lookup's match reaches (measured on SmolLM2: 1-gram 51%, 2-gram 68%, 3-gram 82-87%; longer
+# matches are copies under way, assumed a little surer), for the source just past an edited token
+# (RESUMED), and for guesses without any match (the last token repeated), which are seldom right.
+RESUMED = -1
+_MATCH_BUCKETS = (1, 2, 3, 4, 8, 16, 32)  # a match of length L counts in the largest bucket <= L
+_PRIOR_LOOKUP_ALPHA = {0: 0.1, 1: 0.5, 2: 0.68, 3: 0.85, 4: 0.87, 8: 0.89, 16: 0.91, 32: 0.93, RESUMED: 0.5}
 _PRIOR_WEIGHT = 2.0  # the prior counts as this many rounds
-_PRIOR_WIDTH_SLOPE = 0.05  # an unmeasured width w is taken to cost (1 + slope (w - 1)) plain steps
+# Lookup's counts forget more slowly than the costs: a kind of match is seen only now and then, and
+# one unlucky round must not make it look worthless (0.9 kept more per call than 0.7, 0.85 or 0.95
+# when replayed on the code-editing prompts, see bench/calls.py --replay).
+_LOOKUP_DECAY = 0.9
+# A verify call of width w, in one-token steps, before this generation has timed it: Qwen2.5-Coder-1.5B
+# INT8 at the default precision on 2 cores (widths 2-9 measured by the benchmark; 17 and 33 scaled from
+# 9 by a short, noisy measurement on a loaded machine: 1.17x and 1.90x a width-9 call); linear in
+# between and beyond. A memory-bound target reads its weights once per call whatever the width.
+PRIOR_WIDTH_COST = {1: 1.0, 2: 1.09, 3: 1.17, 4: 1.28, 5: 1.31, 6: 1.37, 7: 1.40, 9: 1.39, 17: 1.65, 33: 2.65}
 _PRIOR_SWITCH = 0.25  # and a call right after one of another width this many steps more
 
 
-class LookupAcceptance:
-    """How often prompt lookup's drafts are kept, per length of the n-gram the lookup matched.
+def prior_width_cost(width: int) -> float:
+    """What a call of this width costs in one-token steps, before it is measured (PRIOR_WIDTH_COST)."""
+    widths = sorted(PRIOR_WIDTH_COST)
+    if width <= widths[-1]:
+        return float(np.interp(width, widths, [PRIOR_WIDTH_COST[w] for w in widths]))
+    (w0, c0), (w1, c1) = [(w, PRIOR_WIDTH_COST[w]) for w in widths[-2:]]
+    return c1 + (width - w1) * (c1 - c0) / (w1 - w0)
 
-    A 3-gram match in code being edited is usually copied on for many tokens, no match at all
+
+def match_key(length: int, resumed: bool = False) -> int:
+    """The acceptance bucket of a lookup match: RESUMED, 0 (none), or the largest bucket <= its length."""
+    if resumed:
+        return RESUMED
+    return max((b for b in _MATCH_BUCKETS if b <= length), default=0)
+
+
+class LookupAcceptance:
+    """How often prompt lookup's drafts are kept, per kind of match (match_key).
+
+    A long match in code being edited is usually copied on for many tokens, no match at all
     almost never: one average over all rounds would collapse where the answer first writes something
     new, and then miss the long copy that follows. Counts decay over this generation's rounds.
     """
 
     def __init__(self):
-        self.kept = {n: _PRIOR_WEIGHT * a for n, a in _PRIOR_LOOKUP_ALPHA.items()}  # 0: no match
-        self.rejected = {n: _PRIOR_WEIGHT * (1 - a) for n, a in _PRIOR_LOOKUP_ALPHA.items()}
+        self.kept = {key: _PRIOR_WEIGHT * a for key, a in _PRIOR_LOOKUP_ALPHA.items()}
+        self.rejected = {key: _PRIOR_WEIGHT * (1 - a) for key, a in _PRIOR_LOOKUP_ALPHA.items()}
 
-    def alpha(self, ngram: int) -> float:
-        ngram = min(ngram, max(self.kept))
-        return self.kept[ngram] / (self.kept[ngram] + self.rejected[ngram])
+    def alpha(self, key: int) -> float:
+        return self.kept[key] / (self.kept[key] + self.rejected[key])
 
-    def expected_tokens(self, k: int, ngram: int, available: int) -> float:
+    def expected_tokens(self, k: int, key: int, available: int) -> float:
         """Tokens a round of k lookup drafts yields: the first `available` come from the match, the rest are guesses."""
         total, survive = 1.0, 1.0
         for i in range(k):
-            survive *= self.alpha(ngram if i < available else 0)
+            survive *= self.alpha(key if i < available else 0)
             total += survive
         return total
 
-    def observe(self, k: int, ngram: int, available: int, accepted: int) -> None:
-        """Learn from a round of k lookup drafts whose first `available` came from an n-gram match."""
+    def observe(self, k: int, key: int, available: int, accepted: int) -> None:
+        """Learn from a round of k lookup drafts whose first `available` came from a match of this key."""
         from_match = min(available, k)
-        self.count(ngram, min(accepted, from_match), accepted < from_match)
+        self.count(key, min(accepted, from_match), accepted < from_match)
         if accepted >= from_match and k > from_match:  # the guesses after the match were tried too
             self.count(0, accepted - from_match, accepted < k)
 
-    def count(self, ngram: int, kept: int, rejected: bool) -> None:
-        ngram = min(ngram, max(self.kept))
-        self.kept[ngram] = _DECAY * self.kept[ngram] + kept
-        self.rejected[ngram] = _DECAY * self.rejected[ngram] + rejected
+    def count(self, key: int, kept: int, rejected: bool) -> None:
+        self.kept[key] = _LOOKUP_DECAY * self.kept[key] + kept
+        self.rejected[key] = _LOOKUP_DECAY * self.rejected[key] + rejected
 
 
-def lookup_state(context, max_ngram: int) -> tuple[int, int]:
-    """(length of the n-gram the lookup matches now, tokens available after it); (0, 0) without a match."""
-    match = find_match(np.asarray(context, dtype=np.int64), max_ngram)
-    return (match.ngram, match.available) if match else (0, 0)
+def lookup_state(lookup: PromptLookupDrafter, context) -> tuple[int, int]:
+    """(acceptance key of the match the lookup would copy from now, tokens available after it); (0, 0) without one."""
+    match = lookup.match(context)
+    return (match_key(match.length, match.resumed), match.available) if match else (0, 0)
 
 
 class LookupK:
     """Dynamic K for prompt lookup, which costs nothing to draft: each round, the K whose verify call
     yields most tokens per second, decided from the lookup itself.
 
-    What a round will keep depends on whether the context's last n-gram occurred before, and how
-    long that n-gram is (LookupAcceptance). Costs are measured per verify width, plus the extra a
+    What a round will keep depends on whether the context's suffix occurred before, and how far
+    back that match reaches (LookupAcceptance). Costs are measured per verify width, plus the extra a
     call pays right after one of another width (OpenVINO re-prepares the model), so K widens only
-    when a long copy pays for it and a round without a match takes a plain step only when that is
-    cheaper than verifying guesses.
+    when a long copy pays for it (up to 32 drafts, a width of 33) and a round without a match takes
+    a plain step only when that is cheaper than verifying guesses.
     """
 
-    def __init__(self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None):
+    def __init__(
+        self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None, lookup: PromptLookupDrafter | None = None,
+    ):
         self.k = k  # the K asked for: where the schedule starts
-        self.choices = choices or tuple(sorted({c for c in (1, 2, 4, 8, 16) if c <= max(4 * k, 1)} | {k}))
-        self.max_ngram = max_ngram
+        self.choices = choices or tuple(sorted({1, 2, 4, 8, 16, 32, k}))
+        self.lookup = lookup if lookup is not None else PromptLookupDrafter(max_ngram)  # asked what it would copy
         self.acceptance = LookupAcceptance()
         self.seconds: dict[int, float] = {}  # width -> decayed seconds of a call at a steady width
         self.switch: float | None = None  # seconds a call pays extra right after one of another width
         self._last_width: int | None = None
         self._plan = Round(k, k, PROMPT_LOOKUP)
-        self._match: tuple[int, int] = (0, 0)  # (n-gram length, tokens available) the round was planned on
+        self._match: tuple[int, int] = (0, 0)  # (acceptance key, tokens available) the round was planned on
 
     def cost(self, width: int) -> float:
         """Seconds a call of this width takes now, counting the switch when the width changes."""
@@ -295,26 +322,25 @@ class LookupK:
         if width in self.seconds:
             return self.seconds[width]
         if not self.seconds:  # in steps: only ratios matter before anything is measured
-            return 1 + _PRIOR_WIDTH_SLOPE * (width - 1)
-        near = min(self.seconds, key=lambda w: abs(w - width))  # scaled by the prior slope
-        return self.seconds[near] * (1 + _PRIOR_WIDTH_SLOPE * (width - 1)) / (1 + _PRIOR_WIDTH_SLOPE * (near - 1))
+            return prior_width_cost(width)
+        near = min(self.seconds, key=lambda w: abs(w - width))  # scaled by the prior curve
+        return self.seconds[near] * prior_width_cost(width) / prior_width_cost(near)
 
-    def rates(self, ngram: int, available: int) -> dict[Round, float]:
+    def rates(self, key: int, available: int) -> dict[Round, float]:
         """Expected tokens per second of each round it could take now (k = 0: a plain step)."""
-        rates = {Round(k, k, PROMPT_LOOKUP): self.acceptance.expected_tokens(k, ngram, available) / self.cost(k + 1)
+        rates = {Round(k, k, PROMPT_LOOKUP): self.acceptance.expected_tokens(k, key, available) / self.cost(k + 1)
                  for k in self.choices}
         rates[Round(0, 0)] = 1.0 / self.cost(1)
         return rates
 
     def next_round(self, context) -> Round:
-        ngram, available = self._match = lookup_state(context, self.max_ngram)
+        key, available = self._match = lookup_state(self.lookup, context)
         if self._last_width is None and not self.seconds:
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
         else:
-            rates = self.rates(ngram, available)
+            rates = self.rates(key, available)
             self._plan = max(rates, key=rates.get)
         return self._plan
-
     def observe_prefill(self) -> None:
         self._last_width = None
 
@@ -326,8 +352,8 @@ class LookupK:
         draft_calls: int = 0,
     ) -> None:
         """Learn from the round just planned: the drafter made `drafted` of its k drafts, `accepted` were kept."""
-        ngram, available = self._match
-        self.acceptance.observe(self._plan.k, ngram, min(available, drafted), accepted)
+        key, available = self._match
+        self.acceptance.observe(self._plan.k, key, min(available, drafted), accepted)
         self._observe_call(self._plan.k + 1, verify_seconds)
 
     def _observe_call(self, width: int, seconds: float) -> None:
@@ -340,7 +366,7 @@ class LookupK:
         self._last_width = width
 
 
-_PRIOR_DRAFT_LEAD = 2  # n-gram length from which the hybrid tries lookup before the draft model has been timed
+_PRIOR_DRAFT_LEAD = 2  # match length from which the hybrid tries lookup before the draft model has been timed
 
 
 class HybridK(LookupK):
@@ -350,17 +376,25 @@ class HybridK(LookupK):
     The draft model's side: its acceptance, the seconds of one of its calls (re-encoding included)
     and the calls a round makes beyond its drafts, as this pair measured them, drafting n of the K
     slots of a verify call at width K+1 (free guesses fill the rest), n chosen by the same rate when
-    dynamic.
+    dynamic. Its whole round is counted: after rounds it did not draft, the draft model first
+    catches up on what the target kept (a call of its own), so taking over from a copy costs more
+    than going on drafting, and the hybrid does not pay for the draft model where lookup would copy.
     """
 
-    def __init__(self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3):
-        super().__init__(k, max_ngram, None if dynamic else (k,))
+    def __init__(
+        self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3,
+        lookup: PromptLookupDrafter | None = None,
+    ):
+        super().__init__(k, max_ngram, None if dynamic else (k,), lookup)
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
+        self.catch_up: float | None = None  # seconds the draft model takes to catch up after rounds it did not draft
 
-    def rates(self, ngram: int, available: int) -> dict[Round, float]:
-        rates = super().rates(ngram, available)
+    def rates(self, key: int, available: int) -> dict[Round, float]:
+        rates = super().rates(key, available)
         m, verify = self.memory, self.cost(self.k + 1)
+        if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
+            verify += self.catch_up if self.catch_up is not None else m.call_seconds
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
             tokens, survive = 1.0, 1.0
             for i in range(self.k):  # the draft model's n tokens, then guesses
@@ -374,8 +408,8 @@ class HybridK(LookupK):
     def next_round(self, context) -> Round:
         if self.memory.call_seconds is None or (self._last_width is None and not self.seconds):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
-            ngram, available = self._match = lookup_state(context, self.max_ngram)
-            self._plan = Round(self.k, self.k, PROMPT_LOOKUP if ngram >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)
+            key, available = self._match = lookup_state(self.lookup, context)
+            self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)
             return self._plan
         return super().next_round(context)
 
@@ -387,6 +421,9 @@ class HybridK(LookupK):
             super().observe_round(drafted, accepted, draft_seconds, verify_seconds)
             return
         self._observe_call(self._plan.k + 1, verify_seconds)
+        if catch_up_seconds:
+            c = self.catch_up
+            self.catch_up = catch_up_seconds if c is None else _DECAY * c + (1 - _DECAY) * catch_up_seconds
         m = self.memory
         m.observe_acceptance(drafted, accepted, _DECAY)
         if drafted:

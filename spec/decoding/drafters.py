@@ -2,8 +2,9 @@
 
 Drafters behind one small interface (as transformers' CandidateGenerator):
 - DraftModelDrafter: a small model with its own KV cache, decoding K tokens autoregressively.
-- PromptLookupDrafter: copies what followed the latest earlier occurrence of the last n-gram
-  (Saxena 2023); no second model, strong on input-grounded prompts.
+- PromptLookupDrafter: copies what followed an earlier occurrence of the context's last n-gram
+  (Saxena 2023), the one whose match reaches furthest back, as an editor copies unchanged code;
+  no second model, strong on input-grounded prompts.
 - HybridDrafter: each round, one of the two (spec.decoding.adaptive_k.HybridK decides which).
 A draft model with another tokenizer drafts through text: spec.decoding.cross_tokenizer.
 """
@@ -91,7 +92,12 @@ class DraftModelDrafter:
 
 
 class PromptLookupDrafter:
-    """Proposes the tokens that followed the most recent earlier match of the context's last n-gram."""
+    """Copies like an editor: what followed the earlier occurrence that matches the context furthest
+    back, and right after an edit cut a copy short, the source just past the edited token.
+
+    Stateless but for that one thing: where its last copy came from, so that a replaced token (a
+    renamed variable, a fixed operator) does not end the copy of the unchanged code around it.
+    """
 
     name = "prompt lookup"
     free = True
@@ -99,14 +105,54 @@ class PromptLookupDrafter:
     def __init__(self, max_ngram_size: int = 3, min_ngram_size: int = 1):
         self.max_ngram_size = max_ngram_size
         self.min_ngram_size = min_ngram_size
+        self._copy: tuple[int, int, int] | None = None  # (context length, source start, tokens) of the last copy
+        self._matched: tuple[np.ndarray, Match | None] | None = None  # the last context searched, and its match
+
+    def match(self, context: Sequence[int]) -> Match | None:
+        """Where the next draft would copy from: the best match (find_match); without any, and right
+        after the target replaced a token of the last copy, the source token after the replaced one."""
+        context = np.asarray(context, dtype=np.int64)
+        if self._matched is not None and np.array_equal(self._matched[0], context):
+            return self._matched[1]  # the schedule asked first, then the round drafts: search once
+        found = find_match(context, self.max_ngram_size, self.min_ngram_size)
+        # A match, even of one token, is evidence from the text; going on past an edit is a guess
+        # (replayed on the code-editing prompts, preferring the guess to short matches kept fewer).
+        match = found if found is not None else self._past_edit(context)
+        self._matched = (context, match)
+        return match
+
+    def _past_edit(self, context: np.ndarray) -> Match | None:
+        if self._copy is None:
+            return None
+        length, start, drafted = self._copy
+        grown = len(context) - length  # the kept drafts and the target's own token
+        replaced = start + grown - 1  # the source token the target's own token stands for
+        if not 1 <= grown <= drafted + 1 or replaced >= length or context[length + grown - 1] == context[replaced]:
+            return None  # not the round right after that copy, or the target's token goes on copying
+        if not np.array_equal(context[length : length + grown - 1], context[start:replaced]):
+            return None  # the tokens since are not that copy's drafts (plain steps came in between)
+        resume = replaced + 1  # one source token replaced by one: go on from the token after it
+        if resume >= len(context):
+            return None
+        return Match(0, resume, len(context) - resume, resumed=True)
 
     def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         started = time.perf_counter()
-        tokens = prompt_lookup(np.asarray(context, dtype=np.int64), n, self.max_ngram_size, self.min_ngram_size)
+        match = self.match(context)
+        if match is None or n <= 0:
+            self._copy = self._matched = None
+            return Proposal(np.empty(0, dtype=np.int64), None, time.perf_counter() - started, source=PROMPT_LOOKUP)
+        tokens = np.asarray(context[match.start : match.start + n], dtype=np.int64)
+        self._copy = (len(context), match.start, len(tokens))
+        self._matched = None  # what it matches next depends on this copy
         return Proposal(tokens, None, time.perf_counter() - started, source=PROMPT_LOOKUP)
 
+    def forget(self) -> None:
+        """Another drafter drafted meanwhile: the last copy is no guide to the next one."""
+        self._copy = self._matched = None
+
     def roll_back(self, context: Sequence[int]) -> None:
-        pass  # stateless: it reads the context afresh every round
+        pass  # it reads the context afresh every round
 
 
 class HybridDrafter:
@@ -119,31 +165,68 @@ class HybridDrafter:
         self.name = f"hybrid: {model.name} or prompt lookup"
 
     def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
-        return (self.lookup if source == PROMPT_LOOKUP else self.model).propose(context, n)
+        if source == PROMPT_LOOKUP:
+            return self.lookup.propose(context, n)
+        self.lookup.forget()
+        return self.model.propose(context, n)
 
     def roll_back(self, context: Sequence[int]) -> None:
         self.model.roll_back(context)
 
 
 class Match(NamedTuple):
-    ngram: int  # length of the context's suffix found earlier in it (longer: more likely copied on)
+    length: int  # how far back the context's suffix matches there (longer: a copy under way); 0 past an edit
     start: int  # where what followed that earlier occurrence begins
     available: int  # how many tokens follow it, up to the end of the context
+    resumed: bool = False  # not a match: the source just past a token an edit replaced
+
+
+_LONGEST = 64  # matches reaching this far back count as equally long (and bound the search)
 
 
 def find_match(context: np.ndarray, max_ngram_size: int = 3, min_ngram_size: int = 1) -> Match | None:
-    """The latest earlier occurrence of the longest suffix n-gram that has something after it."""
-    for size in range(min(max_ngram_size, len(context) - 1), min_ngram_size - 1, -1):
+    """The earlier occurrence of the context's last n-gram (the longest n up to max_ngram_size that
+    occurs) whose match reaches furthest back; among equally long ones, the continuation most of
+    them agree on, then the most recent.
+
+    A match that reaches far back is a copy under way (the unchanged code of an edit), and it is
+    found again every round from where the last accepted tokens left it, whatever occurrences of
+    the short n-gram lie in between (SuffixDecoding, EfficientEdit)."""
+    n = len(context)
+    for size in range(min(max_ngram_size, n - 1), min_ngram_size - 1, -1):
         windows = np.lib.stride_tricks.sliding_window_view(context[:-1], size)
-        matches = np.flatnonzero((windows == context[-size:]).all(axis=1))
-        for start in matches[::-1]:
-            if start + size < len(context):
-                return Match(size, int(start + size), int(len(context) - start - size))
+        ends = np.flatnonzero((windows == context[-size:]).all(axis=1)) + size  # where each continuation starts
+        if len(ends) == 0:
+            continue
+        lengths = _match_lengths(context, ends, size)
+        tied = ends[lengths == lengths.max()]
+        if len(tied) > 1:  # occurrences may disagree on what comes next: the most frequent continuation wins
+            nexts = context[tied]
+            values, counts = np.unique(nexts, return_counts=True)
+            winners = values[counts == counts.max()]
+            tied = tied[np.isin(nexts, winners)]
+        start = int(tied[-1])  # the most recent
+        return Match(int(lengths.max()), start, n - start)
     return None
 
 
+def _match_lengths(context: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:
+    """For occurrences of the last `size` tokens ending before `ends`, how far back each matches the context's suffix."""
+    n = len(context)
+    lengths = np.full(len(ends), size)
+    alive = np.ones(len(ends), dtype=bool)
+    for length in range(size, min(_LONGEST, n - 1)):
+        before = ends - length - 1  # the next token back, at the occurrence
+        alive &= before >= 0
+        alive[alive] = context[before[alive]] == context[n - length - 1]
+        if not alive.any():
+            break
+        lengths[alive] += 1
+    return lengths
+
+
 def prompt_lookup(context: np.ndarray, n: int, max_ngram_size: int = 3, min_ngram_size: int = 1) -> np.ndarray:
-    """Up to n tokens that followed the latest earlier occurrence of the longest matching suffix n-gram."""
+    """Up to n tokens that followed the best earlier match of the context's suffix (see find_match)."""
     match = find_match(context, max_ngram_size, min_ngram_size)
     if match is None:
         return np.empty(0, dtype=np.int64)

@@ -21,7 +21,7 @@ from spec.decoding.acceptance import speculative_accept
 from spec.decoding.adaptive_k import DynamicK, HybridK, LookupK, PairMemory
 from spec.decoding.autoregressive import decode_one_token
 from spec.config import PROMPT_LOOKUP
-from spec.decoding.drafters import Drafter, HybridDrafter, pad_draft
+from spec.decoding.drafters import Drafter, HybridDrafter, PromptLookupDrafter, pad_draft
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, LOOKUP, TARGET, Generation, Step
 from spec.decoding.sampling import Sampler
 
@@ -48,9 +48,9 @@ def speculative(
     earlier generations (None: start afresh). lookup_ngram: the longest n-gram lookups match on.
     """
     if isinstance(drafter, HybridDrafter):
-        schedule = HybridK(k, dynamic_k, memory, lookup_ngram)
-    elif dynamic_k and drafter.free:
-        schedule = LookupK(k, lookup_ngram)
+        schedule = HybridK(k, dynamic_k, memory, lookup_ngram, drafter.lookup)
+    elif dynamic_k and drafter.free:  # the schedule asks the lookup what it would copy
+        schedule = LookupK(k, lookup_ngram, lookup=drafter if isinstance(drafter, PromptLookupDrafter) else None)
     else:
         schedule = DynamicK(k, dynamic_k, drafter.free, memory)
     stats = generation.stats

@@ -1,0 +1,237 @@
+"""`python -m bench.calls`: what drafting did, call by call, with nothing timed.
+
+Greedy decoding at f32 makes the same tokens whatever the machine's load, and so do the target
+calls, once the schedule stops learning from timings: here every cost dynamic K would measure is
+pinned to one curve (a call of width w costs `prior_width_cost(w)` one-token steps, a call right
+after one of another width SWITCH steps more, a draft model's call DRAFT_CALL steps). What it
+reports is then deterministic on a shared machine: target calls, tokens per call, the widths used,
+whether each text equals autoregressive decoding's, and the decode speed-up the curve predicts
+(prefill left out): a prediction from measured costs, not a measured speed-up.
+
+`--engine DIR` runs another checkout's `spec` (e.g. `git archive main spec | tar -x -C DIR`) under
+the same pinned costs, for a before/after. `--replay` runs prompt lookup against a stand-in target
+that answers with the autoregressive tokens `--ar` recorded: under greedy decoding the real target
+gives the same answers, so the calls are the same, in seconds and without the model (a way to try
+a drafting rule; the real run is what checks the texts).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+SWITCH = 0.15  # steps a call pays right after one of another width (the committed Qwen benchmark: 1→5 and 5→1, 0.15-0.16)
+DRAFT_CALL = 0.15  # a SmolLM2-135M call ÷ a Qwen2.5-Coder-1.5B step (11.4 ms ÷ 77.6 ms, ENVIRONMENT.md)
+TARGET, DRAFT = "embedded:Qwen2.5-Coder-1.5B-Instruct", "embedded:SmolLM2-135M-Instruct"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.calls", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--prompts", required=True, help="a prompt-set JSON file, or humaneval[:FIRST-LAST]")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--drafter", nargs="+", default=["prompt-lookup"], choices=("prompt-lookup", "hybrid"))
+    parser.add_argument("--k", type=int, default=4, help="K the schedule starts from")
+    parser.add_argument("--engine", type=Path, help="a folder holding another version's spec/ to run instead")
+    parser.add_argument("--ar", type=Path, help="JSON of autoregressive tokens to reuse (written when missing)")
+    parser.add_argument("--out", type=Path, help="write the per-prompt records here as JSON")
+    parser.add_argument("--replay", action="store_true", help="prompt lookup against the tokens --ar recorded, no model")
+    args = parser.parse_args(argv)
+
+    from spec.decoding.adaptive_k import prior_width_cost  # the curve predictions use, whichever engine runs
+
+    if args.engine:  # swap in the other engine before anything else of spec is imported
+        for name in [m for m in sys.modules if m == "spec" or m.startswith("spec.")]:
+            del sys.modules[name]
+        sys.path.insert(0, str(args.engine.resolve()))
+    prompt_set = _prompt_set(args.prompts)
+    records = run(prompt_set, args, prior_width_cost)
+    if args.out:
+        args.out.write_text(json.dumps(records, indent=1))
+    print(table(records, prompt_set.name, args.max_new_tokens))
+    return 0
+
+
+def _prompt_set(value: str):
+    from bench.run import read_prompt_sets
+
+    return read_prompt_sets([value], None)[0]
+
+
+def run(prompt_set, args: argparse.Namespace, curve) -> list[dict]:
+    import spec.decoding.speculative as speculative
+    from spec import GenerationConfig, ModelKey, generate, load_model
+    from spec.decoding.runtime import StatefulLM
+
+    ar_cache = json.loads(args.ar.read_text()) if args.ar and args.ar.exists() else {}
+    if args.replay:
+        return replay(prompt_set, args, curve, ar_cache)
+    target = load_model(ModelKey(TARGET, precision="f32"))
+    draft = load_model(ModelKey(DRAFT, precision="f32")) if "hybrid" in args.drafter else None
+    _pin_costs(speculative, curve)
+    calls: list[tuple[object, int]] = []
+    forward = StatefulLM.forward
+
+    def recording(self, token_ids, keep=None):
+        calls.append((self._model, len(token_ids)))
+        return forward(self, token_ids, keep=keep)
+
+    StatefulLM.forward = recording
+    records = []
+    for prompt_id, text in prompt_set.prompts:
+        config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k)
+        key = f"{prompt_set.name}/{prompt_id}/{args.max_new_tokens}"
+        if key not in ar_cache:
+            ar_cache[key] = [t for s in generate(text, target, config, "autoregressive") for t in s.token_ids]
+            if args.ar:  # kept as it grows: an interrupted run still leaves what it decoded
+                args.ar.write_text(json.dumps(ar_cache))
+        want = ar_cache[key]
+        for drafter in args.drafter:
+            target.memories.clear()  # each prompt starts afresh: nothing learned carries over
+            calls.clear()
+            steps = list(generate(text, target, config, "speculative", drafter, draft))
+            tokens = [t for s in steps for t in s.token_ids]
+            widths = [n for model, n in calls if model is target.model][1:]  # the prefill left out
+            draft_calls = sum(1 for model, _ in calls if draft is not None and model is draft.model)
+            records.append(_record(prompt_id, drafter, tokens, want, widths, draft_calls, curve))
+    StatefulLM.forward = forward
+    return records
+
+
+def _record(prompt_id: str, drafter: str, tokens: list[int], want: list[int], widths: list[int], draft_calls: int, curve) -> dict:
+    cost = _cost(widths, curve) + DRAFT_CALL * draft_calls
+    record = {
+        "prompt": prompt_id, "drafter": drafter, "tokens": len(tokens), "identical": tokens == want,
+        "target_calls": len(widths) + 1, "tokens_per_call": len(tokens) / (len(widths) + 1),
+        "widths": dict(sorted(Counter(widths).items())), "draft_calls": draft_calls,
+        "predicted_decode_speedup": (len(want) - 1 + SWITCH) / cost if cost else None,
+    }
+    print(json.dumps(record), file=sys.stderr, flush=True)
+    return record
+
+
+def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[dict]:
+    """Prompt lookup's calls against a target that answers with the recorded autoregressive tokens."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    import spec.decoding.speculative as speculative
+    from spec import GenerationConfig
+    from spec.decoding.drafters import PromptLookupDrafter
+    from spec.decoding.engine import encode_prompt
+    from spec.decoding.generation import Generation
+    from spec.decoding.sampling import Sampler
+    from spec.models.resolve import resolve_model
+
+    _pin_costs(speculative, curve)
+    folder = resolve_model(TARGET, "int8").path
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    eos = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")}
+    records = []
+    for prompt_id, text in prompt_set.prompts:
+        key = f"{prompt_set.name}/{prompt_id}/{args.max_new_tokens}"
+        if key not in ar_cache:
+            raise ValueError(f"--replay needs the autoregressive tokens of {key} in {args.ar}: run once without --replay")
+        prompt_ids, want = encode_prompt(tokenizer, text), ar_cache[key]
+        config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k)
+        target = _ReplayTarget(prompt_ids + want + [next(iter(eos))], len(tokenizer))
+        generation = Generation(tokenizer, prompt_ids, config, eos)
+        sampler = Sampler(0.0, 0, 1.0, len(tokenizer), np.random.default_rng(0))
+        steps = list(speculative.speculative(target, PromptLookupDrafter(config.prompt_lookup_max_ngram), sampler, generation, args.k))
+        tokens = [t for step in steps for t in step.token_ids]
+        records.append(_record(prompt_id, "prompt-lookup (replayed)", tokens, want, target.widths[1:], 0, curve))
+    return records
+
+
+class _ReplayTarget:
+    """Stands in for the target under greedy decoding: after a context that follows the recorded
+    answer, its next token is the answer's next token (any other context gets token 0)."""
+
+    def __init__(self, answer: list[int], vocab: int):
+        self.answer, self.vocab = answer, vocab
+        self.context: list[int] = []
+        self.widths: list[int] = []
+
+    @property
+    def length(self) -> int:
+        return len(self.context)
+
+    def reset(self) -> None:
+        self.context = []
+
+    def forward(self, token_ids, keep=None):
+        import numpy as np
+
+        self.widths.append(len(token_ids))
+        start = len(self.context)
+        self.context += [int(t) for t in token_ids]
+        rows = range(start, len(self.context))[-(keep or len(token_ids)):]
+        logits = np.zeros((len(rows), self.vocab), dtype=np.float32)
+        for row, position in enumerate(rows):
+            follows = self.context[: position + 1] == self.answer[: position + 1]
+            logits[row, self.answer[position + 1] if follows and position + 1 < len(self.answer) else 0] = 1.0
+        return logits
+
+    def trim(self, length: int) -> None:
+        del self.context[length:]
+
+
+def _cost(widths: list[int], curve) -> float:
+    """One-token steps the calls after the prefill take under the pinned curve (a width change costs SWITCH)."""
+    total, last = 0.0, None
+    for width in widths:
+        total += curve(width) + (SWITCH if width != last else 0.0)
+        last = width
+    return total
+
+
+def _pin_costs(speculative, curve) -> None:
+    """Make the schedules plan from the curve instead of from timings (which vary with the load)."""
+
+    def pinned(cls):
+        class Pinned(cls):
+            def __init__(self, *a, **kw):
+                super().__init__(*a, **kw)
+                self.seconds = {w: curve(w) for w in range(1, 66)}
+                self.switch = SWITCH
+
+            def _observe_call(self, width, seconds):
+                self._last_width = width
+
+            def observe_round(self, *a, **kw):
+                super().observe_round(*a, **kw)
+                if hasattr(self, "memory") and self.memory.call_seconds is not None:  # timed as the engine times it: first round
+                    self.memory.call_seconds = DRAFT_CALL
+                    if hasattr(self, "catch_up"):
+                        self.catch_up = DRAFT_CALL
+
+        return Pinned
+
+    speculative.LookupK = pinned(speculative.LookupK)
+    speculative.HybridK = pinned(speculative.HybridK)
+
+
+def table(records: list[dict], name: str, n: int) -> str:
+    """Markdown: per drafter, the medians and totals over the prompts."""
+    lines = [f"### {name}, greedy f32, N={n} (deterministic counts; speed-up predicted from the cost curve)", "",
+             "| drafter | prompts | identical to AR | tokens / target call (all) | median predicted decode speed-up | range | widths used |",
+             "|---|---|---|---|---|---|---|"]
+    for drafter in dict.fromkeys(r["drafter"] for r in records):
+        rows = [r for r in records if r["drafter"] == drafter]
+        speedups = [r["predicted_decode_speedup"] for r in rows if r["predicted_decode_speedup"]]
+        widths = Counter()
+        for r in rows:
+            widths.update({int(w): c for w, c in r["widths"].items()})
+        lines.append(
+            f"| {drafter} | {len(rows)} | {sum(r['identical'] for r in rows)}/{len(rows)} | "
+            f"{sum(r['tokens'] for r in rows) / sum(r['target_calls'] for r in rows):.2f} | "
+            f"{statistics.median(speedups):.2f}× | {min(speedups):.2f}-{max(speedups):.2f}× | "
+            + ", ".join(f"{w}:{c}" for w, c in sorted(widths.items())) + " |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
