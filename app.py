@@ -330,12 +330,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.share and not os.environ.get("SPEC_ALLOW_LOCAL_MODELS", "").strip():
         ALLOW_LOCAL_MODELS = False  # a public link: visitors' custom pairs take Hub ids only
-    # The server's own lines on the terminal (even while a conversion captures what libraries print),
-    # and not every HTTP request a library makes.
+    # The server's own lines on the terminal (even while a conversion captures library output), not every HTTP request.
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=library_output.terminal())
     for noisy in ("httpx", "httpcore", "urllib3", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     threading.Thread(target=_preload, name="preload", daemon=True).start()
+    warmup.serve_below_races()  # the web server and every viewer yield the cores to the race they show
     try:
         demo.launch(server_name=args.host, server_port=args.port, share=args.share, **LAUNCH_OPTIONS)
     except OSError as error:

@@ -123,3 +123,17 @@ def test_the_hybrid_tells_lookup_from_draft_in_colour_and_stats():
     assert "2 / 1" in render.stats(lane, speculative=True) and "kept from lookup / draft" in render.stats(lane, True)
     lane.stats = Stats(new_tokens=3, drafted=4, accepted=3, accepted_lookup=0, target_calls=2)  # a draft model alone
     assert "kept from lookup" not in render.stats(lane, True)
+
+
+def test_between_detail_refreshes_an_update_carries_only_the_new_tokens():
+    config = GenerationConfig()
+    view = _view([("a", "lookup")])
+    view.details = False
+    light = render.outputs(view, config, PROMPT_LOOKUP, False, 120)
+    assert light[2] and light[1] is None and light[3:7] == (None,) * 4, "speed-up, stats and summary wait for their turn"
+    view.details = True
+    full = render.outputs(view, config, PROMPT_LOOKUP, False, 120)
+    assert all(part is not None for part in full[1:6])
+    view.details, view.phase = False, DONE
+    view.verdict = verdict(view.autoregressive, view.speculative, config)
+    assert all(part is not None for part in render.outputs(view, config, PROMPT_LOOKUP, False, 120)[1:7]), "the end is complete"

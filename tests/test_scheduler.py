@@ -121,6 +121,9 @@ def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new(pair):
     racing = [s for s, v in zip(stamps, seen) if v.phase == RACING]
     gaps = [b - a for a, b in zip(racing, racing[1:])]
     assert gaps and min(gaps) >= 0.19, gaps
+    detailed = [s for s, v in zip(stamps, seen) if v.phase == RACING and v.details]
+    assert all(b - a >= 0.95 for a, b in zip(detailed, detailed[1:])), "the numbers beside the text refresh at most once a second"
+    assert seen[-1].details
     frames = [frame for view in seen for frames in view.new.values() for frame in frames]
     assert len(frames) == len(recording.frames), "every step shown exactly once"
     assert sum(len(f.token_ids) for f in frames if f.lane == "speculative") == seen[-1].speculative.stats.new_tokens

@@ -21,6 +21,9 @@ from spec.serving.scheduler import LIVE
 # browser that may share the race's cores) stays a small cost.
 DEFAULT_INTERVAL = 0.25
 HEARTBEAT = 1.0
+# The numbers beside the text (statistics, speed-up, histogram) change slowly and cost a browser
+# more to redraw than a few appended tokens: they are refreshed at most this often while racing.
+DETAILS_INTERVAL = 1.0
 
 
 @dataclass
@@ -39,6 +42,7 @@ class View:
     wait_seconds: float | None = None  # WAITING: estimated from measured race lengths; None before any
     loading: dict[str, str] = field(default_factory=dict)
     watching: int = 1  # visitors watching this race now
+    details: bool = True  # whether the slower-changing numbers are due again (always at the end)
 
 
 def _lane(mode: str) -> Lane:
@@ -61,7 +65,7 @@ def watch(
     `place` says where a waiting race stands in line."""
     lanes = {AUTOREGRESSIVE: _lane(AUTOREGRESSIVE), SPECULATIVE: _lane(SPECULATIVE)}
     shown, began = 0, None  # frames shown; time.monotonic() at which this viewer's frame 0 was due
-    last_sent, last_state = 0.0, None
+    last_sent, last_state, last_details = 0.0, None, -DETAILS_INTERVAL
     while True:
         with recording.changed:
             frames, phase = recording.frames, recording.phase
@@ -92,9 +96,11 @@ def watch(
         state = (shown_phase, ahead, watching, tuple(loading.items()), shown)
         # A view at least every HEARTBEAT seconds, changed or not, lets the server notice a visitor who left.
         if state != last_state or time.monotonic() - last_sent >= HEARTBEAT:
+            details = time.monotonic() - last_details >= DETAILS_INTERVAL or (last_state or (None,))[0] != shown_phase
             yield View(shown_phase, how, recording, lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], new, None, None, ahead,
-                       wait, loading, watching)
+                       wait, loading, watching, details)
             last_sent, last_state = time.monotonic(), state
+            last_details = last_sent if details else last_details
         # Sleep until the interval allows another view and (replaying) the next step is due ...
         pause = interval - (time.monotonic() - last_sent)
         if how != LIVE and began is not None and shown < len(frames):

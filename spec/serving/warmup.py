@@ -3,6 +3,8 @@ warmed up, then the page's examples raced, so that a workshop's first clicks are
 from __future__ import annotations
 
 import logging
+import os
+import threading
 from typing import Callable
 
 from spec.config import ModelKey
@@ -36,3 +38,16 @@ def preheat(scheduler: Scheduler, examples: Callable[[], list[RaceRequest]]) -> 
     queued = scheduler.preheat(examples())
     log.info("Preheating: %d examples queued behind any visitor's race", queued)
     return queued
+
+
+def serve_below_races(nice: int = 10) -> bool:
+    """Lower the calling thread's CPU priority by `nice`, and so that of every thread it starts
+    from now on (the web server's, each viewer's): where they compete with a race for the cores,
+    the race wins. Threads started before (the scheduler's workers and the preload, and OpenVINO's
+    own, which those start) keep theirs. Returns False where the system does not allow it."""
+    try:
+        me = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, me, os.getpriority(os.PRIO_PROCESS, me) + nice)
+        return True
+    except (AttributeError, OSError):  # not Linux, or not permitted: serve at the same priority
+        return False
