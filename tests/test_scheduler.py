@@ -110,23 +110,41 @@ def test_a_replay_keeps_the_recorded_pace_and_says_when_it_ran(pair):
     assert numbers["speculative"]["text"] == numbers["autoregressive"]["text"]
 
 
-def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new(pair):
-    registry, keys = pair
-    scheduler = Scheduler(registry)
-    recording, how = scheduler.submit(request(keys, max_new_tokens=200, drafter=PROMPT_LOOKUP))
+def _race_by_hand(recording: Recording, steps: int, pause: float) -> None:
+    """Record a race of `steps` steps a lane, one step every `pause` seconds, as the scheduler would."""
+    from spec.decoding.metrics import Stats
+    from spec.serving.race import Lane, RaceUpdate, Verdict
+
+    lanes = [Lane("autoregressive", iter(())), Lane("speculative", iter(()))]
+    for n in range(1, steps + 1):
+        for lane in lanes:
+            lane.pieces.append((f"t{n} ", "target"))
+            lane.token_ids.append(n)
+            lane.stats = Stats(new_tokens=n, seconds=n * pause, ttft_seconds=pause)
+            lane.trace.append((lane.stats.seconds, n))
+            recording.record(RaceUpdate(RACING, *lanes))
+        time.sleep(pause)
+    recording.record(RaceUpdate(DONE, *lanes, verdict=Verdict(1.0, False, True, None, None)))
+
+
+def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new():
+    recording = Recording(("by hand",))
+    racing = threading.Thread(target=_race_by_hand, args=(recording, 150, 0.01))
+    racing.start()
     stamps, seen = [], []
-    for view in watch(recording, how, scheduler.place, threading.Event(), interval=0.2):
+    for view in watch(recording, LIVE, lambda r: (0, None), threading.Event(), interval=0.2):
         stamps.append(time.monotonic())
         seen.append(view)
-    racing = [s for s, v in zip(stamps, seen) if v.phase == RACING]
-    gaps = [b - a for a, b in zip(racing, racing[1:])]
-    assert gaps and min(gaps) >= 0.19, gaps
+    racing.join()
+    during = [s for s, v in zip(stamps, seen) if v.phase == RACING]
+    gaps = [b - a for a, b in zip(during, during[1:])]
+    assert len(gaps) >= 3 and min(gaps) >= 0.19, gaps
     detailed = [s for s, v in zip(stamps, seen) if v.phase == RACING and v.details]
     assert all(b - a >= 0.95 for a, b in zip(detailed, detailed[1:])), "the numbers beside the text refresh at most once a second"
-    assert seen[-1].details
+    assert seen[-1].phase == DONE and seen[-1].details
     frames = [frame for view in seen for frames in view.new.values() for frame in frames]
-    assert len(frames) == len(recording.frames), "every step shown exactly once"
-    assert sum(len(f.token_ids) for f in frames if f.lane == "speculative") == seen[-1].speculative.stats.new_tokens
+    assert len(frames) == len(recording.frames) == 300, "every step shown exactly once"
+    assert "".join(text for text, _ in seen[-1].speculative.pieces) == "".join(f"t{n} " for n in range(1, 151))
 
 
 def test_the_store_drops_the_least_recently_watched_beyond_its_bounds():
