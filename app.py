@@ -31,7 +31,7 @@ from spec.serving.examples import EXAMPLES
 from spec.serving.playback import watch
 from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
 from spec.serving import warmup
-from spec.serving.race import MIN_TOKENS_FOR_VERDICT, Limits
+from spec.serving.race import LOADING, MIN_TOKENS_FOR_VERDICT, WAITING, Limits
 from spec.serving.recording import FAILED
 from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
 from spec.serving.scheduler import Busy, RaceRequest, RecordingStore, Scheduler
@@ -138,7 +138,7 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
                     view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
                 yield _page(render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
                                            first, watch_id))
-                first = first and view.phase in ("waiting", "loading")  # the panes reset with the first tokens
+                first = first and view.phase in (WAITING, LOADING)  # the panes reset with the first tokens
             if view.phase == FAILED:
                 raise gr.Error(view.error, print_exception=False)
         finally:

@@ -283,6 +283,8 @@ def _watching(view: View) -> str:
 
 
 def _status(view: View, time_limit: float | None) -> str:
+    if view.phase == WAITING and not view.ahead:
+        return status(f"⏳ starting…{_watching(view)}", "waiting")  # next in line: no place to report
     if view.phase == WAITING:
         wait = f", about {_duration(view.wait_seconds)}" if view.wait_seconds else ""
         return status(f"⏳ waiting: {view.ahead or 0} ahead{wait}{_watching(view)}", "waiting")
