@@ -76,8 +76,8 @@ The drafter is **prompt lookup**, which copies spans of the prompt (edits, fixes
 **draft model** (even one with another tokenizer), or the **hybrid**, which picks the better of the two
 each round. {render.SAME_TEXT_PROMISE}
 
-**How the race is measured.** Both methods run on this machine by alternating steps: whichever has
-used less compute time goes next, so they never compete for the CPU. Each method's clock runs only
+**How the race is measured.** Both methods run on this machine taking turns: whichever has used
+less compute time goes next, so they never compete for the CPU. Each method's clock runs only
 while it computes. Decode tokens/s counts the tokens after the first over the compute time after the
 first token (reading the prompt is the same work for both); the speed-up is their ratio, called once
 both made {MIN_TOKENS_FOR_VERDICT} tokens. Models load before the clocks start.

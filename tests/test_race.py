@@ -18,11 +18,12 @@ from spec.models.registry import ModelRegistry
 from tests.conftest import models_dir_at
 
 
-def test_the_method_behind_in_compute_time_always_goes_next(tiny_pairs):
+@pytest.mark.parametrize("turn", [0.0, 0.004])
+def test_the_method_behind_in_compute_time_goes_next_until_a_turn_ahead(tiny_pairs, turn):
     target, draft = tiny_pairs["llama"]
     config = GenerationConfig(max_new_tokens=40, num_assistant_tokens=4, dynamic_k=False)
     lengths, updates = [], []  # the lanes are live objects: record how far each was at every update
-    for update in run_race("The quick brown fox", target, draft, DRAFT_MODEL, config, threading.Event()):
+    for update in run_race("The quick brown fox", target, draft, DRAFT_MODEL, config, threading.Event(), turn=turn):
         updates.append(update)
         lengths.append((len(update.autoregressive.trace), len(update.speculative.trace)))
     assert {u.phase for u in updates[:-1]} == {RACING} and updates[-1].phase == DONE
@@ -33,13 +34,17 @@ def test_the_method_behind_in_compute_time_always_goes_next(tiny_pairs):
     def seconds(trace, n):  # compute time of a lane after its first n steps
         return trace[n - 1][0] if n else 0.0
 
-    previous = (0, 0)
+    previous, mover = (0, 0), sp
     for n_ar, n_sp in lengths:
         moved = [(n_ar, previous[0], ar, n_sp, sp), (n_sp, previous[1], sp, n_ar, ar)][n_ar == previous[0]]
         n, before, lane, n_other, other = moved
         assert n == before + 1, "one step per update"
         other_done = n_other == len(other.trace)
-        assert seconds(lane.trace, before) <= seconds(other.trace, n_other) or other_done, "the lane ahead moved"
+        assert seconds(lane.trace, before) <= seconds(other.trace, n_other) + turn or other_done, "the lane ahead moved"
+        if lane is not mover:  # the other lane had its turn: it had run more than `turn` ahead, or finished
+            n_mover = n_other
+            assert seconds(mover.trace, n_mover) > seconds(lane.trace, before) + turn or n_mover == len(mover.trace)
+            mover = lane
         previous = (n_ar, n_sp)
     assert ar.trace[-1][1] == ar.stats.new_tokens == 40 and sp.trace[-1][1] == 40
     result = updates[-1].verdict

@@ -127,6 +127,34 @@ def _race_by_hand(recording: Recording, steps: int, pause: float) -> None:
     recording.record(RaceUpdate(DONE, *lanes, verdict=Verdict(1.0, False, True, None, None)))
 
 
+def test_lanes_computed_in_turns_are_recorded_as_if_they_took_steps_in_turn():
+    from spec.decoding.metrics import Stats
+    from spec.serving.race import Lane, RaceUpdate, Verdict
+
+    recording = Recording(("turns",))
+    ar, sp = Lane("autoregressive", iter(())), Lane("speculative", iter(()))
+
+    def step(lane, seconds, last=False):
+        lane.pieces.append((f"{lane.mode[0]}{seconds} ", "target"))
+        lane.token_ids.append(len(lane.token_ids))
+        lane.stats = Stats(new_tokens=len(lane.token_ids), seconds=seconds)
+        lane.trace.append((seconds, lane.stats.new_tokens))
+        lane.finished = last
+        recording.record(RaceUpdate(RACING, ar, sp))
+
+    for seconds in (0.1, 0.2, 0.3, 0.4, 0.5):  # autoregressive's turn, finishing it
+        step(ar, seconds, last=seconds == 0.5)
+    assert recording.frames == [], "nothing shown before the other lane has computed as far"
+    step(sp, 0.25)
+    assert [(f.lane[0], f.at) for f in recording.frames] == [("a", 0.2), ("a", 0.4), ("s", 0.5)]
+    step(sp, 0.5)
+    step(sp, 0.75)  # speculative alone now: shown at its own pace after autoregressive's 0.5 s
+    recording.record(RaceUpdate(DONE, ar, sp, verdict=Verdict(1.0, False, True, None, None)))
+    shown = [(f.lane[0], round(f.at, 6)) for f in recording.frames]
+    assert shown == [("a", 0.2), ("a", 0.4), ("s", 0.5), ("a", 0.6), ("a", 0.8), ("a", 1.0), ("s", 1.0), ("s", 1.25)]
+    assert "".join(text for f in recording.frames if f.lane == "speculative" for text, _ in f.pieces) == "s0.25 s0.5 s0.75 "
+
+
 def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new():
     recording = Recording(("by hand",))
     racing = threading.Thread(target=_race_by_hand, args=(recording, 150, 0.01))

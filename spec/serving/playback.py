@@ -1,7 +1,8 @@
 """Watching a recording: what one visitor sees of a race, at the race's own pace, a few times a second.
 
-A live race is shown as its steps arrive; a joined or replayed one from its start, each step when
-as much time has passed for the viewer as had passed in the race. Views come at most once per
+Every race is shown at its recorded pace (spec.serving.recording times the frames): a joined or
+replayed one from its start, a live one as its steps arrive; a viewer who has seen everything
+recorded so far waits for the next step and goes on at the race's pace from there. Views come at most once per
 `interval` and carry what is new since the last one, so a page appends tokens instead of
 redrawing everything. Viewers only read the recording: none of this runs on the race's thread.
 """
@@ -15,7 +16,6 @@ from typing import Callable, Iterator
 from spec.config import AUTOREGRESSIVE, SPECULATIVE
 from spec.serving.race import CANCELLED, DONE, RACING, STOPPED, WAITING, Lane, Verdict
 from spec.serving.recording import FAILED, Frame, Recording
-from spec.serving.scheduler import LIVE
 
 # How often a view may be sent: fast enough to look live, rare enough that rendering it (on a
 # browser that may share the race's cores) stays a small cost.
@@ -65,17 +65,19 @@ def watch(
     `place` says where a waiting race stands in line."""
     lanes = {AUTOREGRESSIVE: _lane(AUTOREGRESSIVE), SPECULATIVE: _lane(SPECULATIVE)}
     shown, began = 0, None  # frames shown; time.monotonic() at which this viewer's frame 0 was due
+    caught_up = False  # whether this viewer had shown every frame of a race still running
     last_sent, last_state, last_details = 0.0, None, -DETAILS_INTERVAL
     while True:
         with recording.changed:
             frames, phase = recording.frames, recording.phase
-            due = len(frames)
-            if frames and how != LIVE:
-                began = time.monotonic() - frames[shown].at if began is None else began
+            due = shown
+            if shown < len(frames):
+                if began is None or caught_up:  # start (or go on) with the next step now, then at the race's pace
+                    began = max(began or 0.0, time.monotonic() - frames[shown].at)
                 elapsed = time.monotonic() - began
-                due = shown
                 while due < len(frames) and frames[due].at <= elapsed:
                     due += 1
+            caught_up = due == len(frames) and not recording.ended
             ended = recording.ended and due == len(frames)
             watching = recording.viewers
             loading, verdict, error = dict(recording.loading), recording.verdict, recording.error
@@ -101,14 +103,14 @@ def watch(
                        wait, loading, watching, details)
             last_sent, last_state = time.monotonic(), state
             last_details = last_sent if details else last_details
-        # Sleep until the interval allows another view and (replaying) the next step is due ...
+        # Sleep until the interval allows another view and the next step is due ...
         pause = interval - (time.monotonic() - last_sent)
-        if how != LIVE and began is not None and shown < len(frames):
+        if began is not None and shown < len(frames):
             pause = max(pause, frames[shown].at - (time.monotonic() - began))
         if pause > 0:
             cancel.wait(pause)
             continue
         # ... or, with nothing new to show, until the recording changes.
         with recording.changed:
-            if len(recording.frames) == len(frames) and recording.phase == phase and recording.viewers == watching:
+            if len(recording.frames) == shown and recording.phase == phase and recording.viewers == watching:
                 recording.changed.wait(0.5)

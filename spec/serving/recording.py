@@ -3,10 +3,18 @@
 The race writes it as it computes (spec.serving.scheduler); any number of visitors watch it
 (spec.serving.playback), live, joined part-way or replayed later. Writing a frame is a few list
 appends: the race never waits on a viewer, and many viewers of one race cost one computation.
+
+The lanes compute in turns of about a second (spec.serving.race.TURN_SECONDS), but a frame is
+timed as if they had taken turns step by step: a step that ended at `c` seconds of its lane's
+compute time is shown at c + min(c, the other lane's compute time), the moment it would have
+ended had neither lane ever run ahead. So both lanes move together on the page, each at its own
+pace. A frame is written once the other lane has computed as far (or finished), which keeps the
+frames in the order they are shown.
 """
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import threading
 import time
@@ -24,7 +32,7 @@ ENDED = (DONE, STOPPED, FAILED)
 class Frame:
     """One step of one lane, as it happened."""
 
-    at: float  # wall-clock seconds since the race began racing: the pace a viewer sees it at
+    at: float  # seconds since the race began racing, the lanes' turns evened out: the pace a viewer sees it at
     lane: str  # AUTOREGRESSIVE or SPECULATIVE
     pieces: tuple[tuple[str, str], ...]  # (text, provenance) this step added
     token_ids: tuple[int, ...]
@@ -61,42 +69,67 @@ class Recording:
     changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
     nbytes: int = 0
     _began: float | None = field(default=None, repr=False)  # time.monotonic() at the first step
-    # lane -> (steps, pieces, token ids) already in frames
+    # lane -> (steps, pieces, token ids) already taken from the race
     _counts: dict = field(default_factory=lambda: {AUTOREGRESSIVE: (0, 0, 0), SPECULATIVE: (0, 0, 0)}, repr=False)
+    # lane -> its compute seconds and whether it finished, as far as the race has said; and its
+    # steps not yet in frames, waiting for the other lane to compute as far
+    _clock: dict = field(default_factory=lambda: {AUTOREGRESSIVE: (0.0, False), SPECULATIVE: (0.0, False)}, repr=False)
+    _pending: dict = field(default_factory=lambda: {AUTOREGRESSIVE: [], SPECULATIVE: []}, repr=False)
 
     @property
     def ended(self) -> bool:
         return self.phase in ENDED
 
     def record(self, update: RaceUpdate) -> None:
-        """Take one of the race's updates: the step it made becomes a frame; loading and the verdict are kept."""
+        """Take one of the race's updates: the steps it made become frames; loading and the verdict are kept."""
         with self.changed:
             if update.phase == LOADING:
                 self.phase, self.loading = LOADING, dict(update.loading)
             for lane in (update.autoregressive, update.speculative):
-                if lane is not None and len(lane.trace) > self._counts[lane.mode][0]:
-                    self._add_frame(lane)
+                if lane is not None:
+                    self._take(lane)
             if update.phase == RACING:
                 self.phase = RACING
             elif update.phase in (DONE, STOPPED):
+                self._release(everything=True)
                 self.phase, self.verdict = update.phase, update.verdict
                 self.seconds = time.monotonic() - self._began if self._began is not None else 0.0
+            self._release()
             self.changed.notify_all()
 
-    def _add_frame(self, lane: Lane) -> None:  # with the lock held
-        now = time.monotonic()
+    def _take(self, lane: Lane) -> None:  # with the lock held
+        """Keep the lane's new step, if any, until it can be shown in order."""
+        self._clock[lane.mode] = (lane.stats.seconds, lane.finished)
+        if len(lane.trace) <= self._counts[lane.mode][0]:
+            return
         if self._began is None:
-            self._began, self.started = now, time.time()
+            self._began, self.started = time.monotonic(), time.time()
         _, pieces, ids = self._counts[lane.mode]
         stats = copy.copy(lane.stats)
         stats.accepted_histogram = list(stats.accepted_histogram)
-        frame = Frame(now - self._began, lane.mode, tuple(lane.pieces[pieces:]), tuple(lane.token_ids[ids:]), stats, lane.finished)
+        self._pending[lane.mode].append(Frame(0.0, lane.mode, tuple(lane.pieces[pieces:]), tuple(lane.token_ids[ids:]), stats, lane.finished))
         self._counts[lane.mode] = (len(lane.trace), len(lane.pieces), len(lane.token_ids))
-        self.frames.append(frame)
-        self.nbytes += frame.nbytes
+
+    def _release(self, everything: bool = False) -> None:  # with the lock held
+        """Move kept steps into frames, earliest compute time first, each once the other lane has
+        computed as far or finished (or, `everything`, because the race ended)."""
+        while True:
+            waiting = [frames[0] for frames in self._pending.values() if frames]
+            if not waiting:
+                return
+            frame = min(waiting, key=lambda f: f.stats.seconds)
+            other, other_finished = self._clock[SPECULATIVE if frame.lane == AUTOREGRESSIVE else AUTOREGRESSIVE]
+            c = frame.stats.seconds
+            if not (everything or other_finished or other >= c):
+                return
+            self._pending[frame.lane].pop(0)
+            frame = dataclasses.replace(frame, at=c + min(c, other))
+            self.frames.append(frame)
+            self.nbytes += frame.nbytes
 
     def fail(self, message: str) -> None:
         with self.changed:
+            self._release(everything=True)
             self.phase, self.error = FAILED, message
             self.changed.notify_all()
 
