@@ -282,10 +282,9 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
         numbers = gr.JSON(label="This race's numbers (what the /race API returns last)", elem_id="numbers")
     offline_notice = gr.Markdown(visible=False, elem_id="hub-notice", elem_classes="operator-note")
 
-    # Watching a race is cheap (the scheduler computes each distinct race once, on its own
-    # threads), so every visitor's watch runs at once; the scheduler keeps the line. Preprocessing
-    # is off: the race checks its inputs itself, the same for page and API. Stop and the preset
-    # switch are cheap and skip the queue.
+    # Watching a race is cheap (the scheduler computes each distinct race once, on its own threads),
+    # so every visitor's watch runs at once; the scheduler keeps the line. Preprocessing is off: the
+    # race checks its inputs itself, for page and API alike. Stop and the preset switch skip the queue.
     race_inputs = [prompt, preset, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed, max_new_tokens, exact]
     race_outputs = [status, speedup, feed, ar_stats, spec_stats, summary, numbers, live_button]
     watching = dict(concurrency_id="race", concurrency_limit=100, preprocess=False, show_progress="hidden")
@@ -301,6 +300,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     timer.tick(preparation_status, preset, [preparing, timer], **quiet)
 
 demo.queue(default_concurrency_limit=S.concurrency, max_size=400)
+warmup.poll_less(demo._queue)  # not every millisecond: the race needs the cores
 
 
 def example_requests() -> list[RaceRequest]:

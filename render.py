@@ -354,7 +354,8 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     else:
         message = verdict(view.verdict, ar, sp, config, precision_is_exact)
     if not (ended or view.details):  # new tokens only; the numbers beside them follow at a slower rate
-        return (_status(view, time_limit), None, feed(view, first, watch_id, config.max_new_tokens), None, None, None, None, live_button)
+        return (_status(view, time_limit), None, feed(view, first, watch_id, config.max_new_tokens), None, None, None, None,
+                live_button if first else None)
     return (
         _status(view, time_limit), speedup(ex, view.verdict if ended else None, how), feed(view, first, watch_id, config.max_new_tokens),
         stats(ar, False), stats(sp, True, config.num_assistant_tokens), message, numbers(view) if ended else None,

@@ -133,6 +133,13 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def test_the_queue_does_not_poll_every_millisecond(served):
+    from spec.serving.warmup import PROGRESS_POLL_SECONDS, QUEUE_POLL_SECONDS
+
+    queue = served.app.demo._queue  # a Gradio upgrade that renames these fails here, not silently
+    assert (queue.sleep_when_free, queue.progress_update_sleep_when_free) == (QUEUE_POLL_SECONDS, PROGRESS_POLL_SECONDS)
+
+
 def test_both_panes_stream_and_greedy_texts_match(served):
     job = client(served).submit(**race_args(served, "The quick brown fox", max_new_tokens=64), api_name="/race")
     status, speedup, feed, ar_stats, spec_stats, summary, result = job.result(timeout=60)
