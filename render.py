@@ -343,6 +343,8 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     if view.phase in (WAITING, LOADING):
         return (_status(view, time_limit), None, None, None, None, None, None, live_button)
     ar, sp = view.autoregressive, view.speculative
+    if not ar.trace and not sp.trace and view.phase not in ENDED:  # racing, its first steps not yet shown
+        return (_status(view, time_limit), None, None, None, None, None, None, live_button)
     if not ar.trace and not sp.trace:  # stopped while it waited or loaded: the last race stays on screen
         return (status("Stopped before the race began.", "info"), None, None, None, None, None, numbers(view), live_button)
     how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")

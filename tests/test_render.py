@@ -108,6 +108,9 @@ def test_waiting_and_busy_are_status_lines_that_leave_the_last_race_on_screen():
     view.phase, view.ahead, view.wait_seconds = WAITING, 2, 75.0
     waiting = render.outputs(view, config, PROMPT_LOOKUP, False, 120)
     assert "waiting: 2 ahead, about 75 s" in waiting[0] and waiting[1:-1] == (None,) * 6
+    starting = View(RACING, LIVE, Recording(None), Lane(AUTOREGRESSIVE, iter(())), Lane(SPECULATIVE, iter(())))
+    racing = render.outputs(starting, config, PROMPT_LOOKUP, False, 120)  # racing, no step shown yet
+    assert "Racing" in racing[0] and "Stopped" not in racing[0] and racing[1:-1] == (None,) * 6
     busy = render.busy(1, 16)
     assert "try again in a minute" in busy[0] and "error" not in busy[0] and busy[1:] == (None,) * 7
     failed = render.failure("The prompt is <too> long.")

@@ -21,6 +21,10 @@ from spec.serving.recording import FAILED, Frame, Recording
 # browser that may share the race's cores) stays a small cost.
 DEFAULT_INTERVAL = 0.25
 HEARTBEAT = 1.0
+# A race still running is shown this far behind its newest step: the lanes compute in turns, so
+# steps become showable in bursts about half a second apart, and a viewer right at the edge would
+# stop and start with them.
+LIVE_LAG = 0.6
 # The numbers beside the text (statistics, speed-up, histogram) change slowly and cost a browser
 # more to redraw than a few appended tokens: they are refreshed at most this often while racing.
 DETAILS_INTERVAL = 1.0
@@ -73,7 +77,8 @@ def watch(
             due = shown
             if shown < len(frames):
                 if began is None or caught_up:  # start (or go on) with the next step now, then at the race's pace
-                    began = max(began or 0.0, time.monotonic() - frames[shown].at)
+                    lag = LIVE_LAG if began is None and not recording.ended else 0.0
+                    began = max(began or 0.0, time.monotonic() - frames[shown].at + lag)
                 elapsed = time.monotonic() - began
                 while due < len(frames) and frames[due].at <= elapsed:
                     due += 1
