@@ -1,4 +1,4 @@
-"""The race the Space shows: waiting its turn, loading, alternating by compute time, its limits,
+"""The race the Space shows: waiting its turn, loading, taking turns by compute time, its limits,
 the verdict, and why speculative wins or loses."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from spec.decoding.adaptive_k import expected_tokens
-from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig, ModelKey
+from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
 from spec.serving.race import (
     DONE, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, STOPPED, Lane, Limits, PromptTooLong, check_prompt,

@@ -2,9 +2,9 @@
 
 Every race is shown at its recorded pace (spec.serving.recording times the frames): a joined or
 replayed one from its start, a live one as its steps arrive; a viewer who has seen everything
-recorded so far waits for the next step and goes on at the race's pace from there. Views come at most once per
-`interval` and carry what is new since the last one, so a page appends tokens instead of
-redrawing everything. Viewers only read the recording: none of this runs on the race's thread.
+recorded so far waits for the next step and goes on at the race's pace from there. Views come at
+most once per `interval` and carry what is new since the last one, so a page appends tokens
+instead of redrawing everything. Viewers only read the recording: none of this runs on the race's thread.
 """
 from __future__ import annotations
 
