@@ -287,7 +287,7 @@ def _status(view: View, time_limit: float | None) -> str:
         return status(f"⏳ starting…{_watching(view)}", "waiting")  # next in line: no place to report
     if view.phase == WAITING:
         wait = f", about {_duration(view.wait_seconds)}" if view.wait_seconds else ""
-        return status(f"⏳ waiting: {view.ahead or 0} ahead{wait}{_watching(view)}", "waiting")
+        return status(f"⏳ waiting: {view.ahead} ahead{wait}{_watching(view)}", "waiting")
     if view.phase == LOADING:
         lines = "".join(f"<br>{html.escape(role)}: {html.escape(message)}" for role, message in view.loading.items())
         return status(f"Loading models (only a pair's first use waits){lines}", "loading")

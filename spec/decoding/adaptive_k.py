@@ -341,6 +341,7 @@ class LookupK:
             rates = self.rates(key, available)
             self._plan = max(rates, key=rates.get)
         return self._plan
+
     def observe_prefill(self) -> None:
         self._last_width = None
 
