@@ -183,11 +183,12 @@ def run_race(
     config: GenerationConfig,
     cancel: threading.Event,
     max_seconds: float | None = None,
-    turn: float = TURN_SECONDS,
+    turn: float | None = None,
 ) -> Iterator[RaceUpdate]:
     """The race proper: the method that has used less compute time takes the next steps, until it
     is `turn` seconds ahead, and so on until both finish, `cancel` is set, or `max_seconds` of
-    wall-clock time have passed."""
+    wall-clock time have passed. `turn` defaults to TURN_SECONDS, read at call time."""
+    turn = TURN_SECONDS if turn is None else turn
     ar = Lane(AUTOREGRESSIVE, generate(prompt, target, config, AUTOREGRESSIVE, cancel=cancel))
     sp = Lane(SPECULATIVE, generate(prompt, target, config, SPECULATIVE, drafter, draft, cancel))
     deadline = None if max_seconds is None else time.monotonic() + max_seconds

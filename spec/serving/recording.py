@@ -4,7 +4,7 @@ The race writes it as it computes (spec.serving.scheduler); any number of visito
 (spec.serving.playback), live, joined part-way or replayed later. Writing a frame is a few list
 appends: the race never waits on a viewer, and many viewers of one race cost one computation.
 
-The lanes compute in turns of about a second (spec.serving.race.TURN_SECONDS), but a frame is
+The lanes compute in turns of half a second (spec.serving.race.TURN_SECONDS), but a frame is
 timed as if they had taken turns step by step: a step that ended at `c` seconds of its lane's
 compute time is shown at c + min(c, the other lane's compute time), the moment it would have
 ended had neither lane ever run ahead. So both lanes move together on the page, each at its own
