@@ -32,17 +32,17 @@ LEGEND = '<div class="legend">' + "".join(
 ) + "</div>"
 
 # What the page says about the two texts, in one place: the intro, the Exact checkbox and the
-# verdict use these. At the CPU's default precision (bf16 where it has it) greedy texts can part
+# verdict use these. At the default precision (activations rounded to 8 bits) greedy texts can part
 # ways at a near-tie, so the default run is not promised identical texts; Exact (f32) is.
 EXACT_LABEL = "Exact (f32)"
 SAME_TEXT_PROMISE = (
-    "Greedy, both follow the target model's choices. At the CPU's fast default precision (bf16) a "
+    "Greedy, both follow the target model's choices. At the fast default precision (activations rounded to 8 bits) a "
     "near-tie can round differently in a K-token check than in one-token steps, so the texts may part "
     f"ways after a while; tick <b>{EXACT_LABEL}</b> for texts identical token for token (its verify calls cost more)."
 )
-EXACT_INFO = "greedy texts identical token for token; slower verify calls than the CPU's default precision (bf16)"
+EXACT_INFO = "greedy texts identical token for token; slower than the default precision (activations rounded to 8 bits)"
 DIFFER_AT_DEFAULT = (
-    "At the CPU's default precision (bf16), a K-token check can round a near-tie differently from "
+    "At the default precision (activations rounded to 8 bits), a K-token check can round a near-tie differently from "
     f"one-token steps. Tick <i>{EXACT_LABEL}</i> for texts identical token for token (its verify calls cost more)."
 )
 

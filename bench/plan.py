@@ -16,6 +16,7 @@ from bench.workers import Family
 OPEN, GROUNDED = "open", "grounded"  # prompt-set kinds: answer not in the prompt / answer copies from it
 OURS, GENAI, OPTIMUM = "ours", "openvino-genai", "optimum-intel"
 AR, SPEC = "autoregressive", "speculative"
+GENAI_LOOKUP_K = 5  # openvino-genai's prompt lookup drafts this many tokens unless told otherwise
 DRAFT_MODEL, LOOKUP, HYBRID = "draft-model", "prompt-lookup", "hybrid"
 
 
@@ -207,17 +208,18 @@ def build_plan(
                     add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, **exact, prompt_set=prompt_set)
 
     if GENAI in peers:
-        plain = Family("openvino-genai · plain", GENAI, target_path)
+        plain = Family("openvino-genai · plain", GENAI, target_path, precision=precision)
         for prompt_set in (open_set, grounded_set):
             for n in max_new_tokens:
                 add(plain, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
         for draft in (d for d in drafts if d.same_tokenizer):  # it cannot draft across tokenizers
-            family = Family(f"openvino-genai · draft {draft.label}", GENAI, target_path, draft=draft.path)
+            family = Family(f"openvino-genai · draft {draft.label}", GENAI, target_path, draft=draft.path, precision=precision)
             add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, k=peer_k, dynamic=False, sampled=False, max_new_tokens=n_sweep, prompt_set=open_set)
-        lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True)
-        add(lookup, mode=SPEC, drafter=LOOKUP, draft=None, k=peer_k, dynamic=False, sampled=False, max_new_tokens=n_sweep, prompt_set=grounded_set)
+        lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True, precision=precision)
+        for k in sorted({peer_k, GENAI_LOOKUP_K}):  # at our K and at its own default
+            add(lookup, mode=SPEC, drafter=LOOKUP, draft=None, k=k, dynamic=False, sampled=False, max_new_tokens=n_sweep, prompt_set=grounded_set)
     if OPTIMUM in peers:
-        plain = Family("optimum-intel · plain", OPTIMUM, target_path)
+        plain = Family("optimum-intel · plain", OPTIMUM, target_path, precision=precision)
         for prompt_set in (open_set, grounded_set):
             add(plain, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n_max, prompt_set=prompt_set)
 
@@ -234,9 +236,9 @@ def build_plan(
                     family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision)
                     add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, max_new_tokens=n, **greedy)
             if GENAI in peers:
-                add(Family("openvino-genai · plain", GENAI, target_path), mode=AR, drafter=None, draft=None, k=None,
+                add(Family("openvino-genai · plain", GENAI, target_path, precision=precision), mode=AR, drafter=None, draft=None, k=None,
                     dynamic=False, max_new_tokens=n, **greedy)
-                lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True)
+                lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True, precision=precision)
                 add(lookup, mode=SPEC, drafter=LOOKUP, draft=None, k=peer_k, dynamic=False, max_new_tokens=n, **greedy)
 
     costs = Family("ours · per-call costs", "costs", target_path, drafts=tuple(d.path for d in drafts), precision=precision)

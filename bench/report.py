@@ -404,7 +404,7 @@ def markdown(report: dict, plan: Plan) -> str:
     lines.append("")
     if report["precision"] != "f32":
         lines += ["Same tokens as AR: prompts whose greedy output equals our autoregressive one. At the device's default "
-                  "precision (bf16 here) a (K+1)-token verify call and one-token decoding round differently, so near-ties "
+                  "precision (activations rounded to 8 bits on the fly) a (K+1)-token verify call and one-token decoding round differently, so near-ties "
                   "can flip and outputs diverge from there; at `--precision f32` they match token for token "
                   "(tests/test_bench.py checks it).", ""]
 

@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-sampled", action="store_true", help="greedy runs only")
     parser.add_argument("--no-exactness", action="store_true", help="skip running every method once more at f32 to check its text")
     parser.add_argument("--weight-format", default="int8", choices=("int8", "int4", "fp32"), help="compression of converted targets")
-    parser.add_argument("--precision", default="default", choices=("default", "f32"), help="our engine's precision (default: the device's)")
+    parser.add_argument("--precision", default="default", choices=("default", "f32"), help="precision for our engine and its peers (default: f32 with activations rounded to 8 bits on the fly)")
     parser.add_argument("--name", help="results file name (default: derived from the target)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="peers to measure beside ours (default: both)")
@@ -300,7 +300,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         "precision_note": (
             f"our compiled target reports inference precision {compiled.get('INFERENCE_PRECISION_HINT', '?')}, "
             f"KV cache {compiled.get('KV_CACHE_PRECISION', '?')}, hint {compiled.get('PERFORMANCE_HINT', '?')}; "
-            "the peers run with their own defaults on the same IR"
+            "the peers compile the same IR with the same CPU properties (spec.decoding.runtime.precision_config)"
         ),
         "measurement": (
             f"{args.repeats} repeat(s) after a warm-up generation per configuration; configurations interleaved "

@@ -33,7 +33,7 @@ class Family:
     draft: str | None = None  # IR folder of the draft model, if it drafts with one
     drafts: tuple[str, ...] = ()  # "costs" only: every draft whose forward to time
     prompt_lookup: bool = False  # openvino-genai only: build the pipeline with prompt_lookup=True
-    precision: str = "default"  # ours / costs: spec.decoding.runtime precision ("default" lets the device choose)
+    precision: str = "default"  # spec.decoding.runtime's precision; peers compile with the same CPU properties
 
 
 class WorkerError(RuntimeError):
@@ -214,10 +214,14 @@ class _Genai:
     def __init__(self, family: Family):
         import openvino_genai
 
+        from spec.decoding.runtime import precision_config
+
         self._genai = openvino_genai
-        kwargs = {}
+        # The CPU properties our engine compiles with: the comparison is of the loops, not of settings.
+        properties = precision_config(family.precision)
+        kwargs = dict(properties)
         if family.draft:
-            kwargs["draft_model"] = openvino_genai.draft_model(family.draft, CPU)
+            kwargs["draft_model"] = openvino_genai.draft_model(family.draft, CPU, **properties)
         if family.prompt_lookup:
             kwargs["prompt_lookup"] = True
         # Its own latency-oriented defaults, but without prefix caching: it would otherwise reuse a
@@ -229,7 +233,7 @@ class _Genai:
         kwargs["scheduler_config"] = scheduler
         self.pipe = openvino_genai.LLMPipeline(family.target, CPU, **kwargs)
         self.speculative = bool(family.draft or family.prompt_lookup)
-        self.info = {"version": openvino_genai.get_version(), "prefix_caching": False}
+        self.info = {"version": openvino_genai.get_version(), "prefix_caching": False, "properties": properties}
 
     def run(self, job: dict) -> dict:
         import openvino as ov
@@ -276,7 +280,10 @@ class _Optimum:
         import optimum.intel
         from optimum.intel import OVModelForCausalLM
 
-        self.model = OVModelForCausalLM.from_pretrained(family.target, device=CPU, ov_config={"PERFORMANCE_HINT": "LATENCY"})
+        from spec.decoding.runtime import precision_config
+
+        ov_config = {"PERFORMANCE_HINT": "LATENCY", **precision_config(family.precision)}
+        self.model = OVModelForCausalLM.from_pretrained(family.target, device=CPU, ov_config=ov_config)
         self.info = {"version": getattr(optimum.intel, "__version__", "?")}
 
     def run(self, job: dict) -> dict:

@@ -211,8 +211,9 @@ def test_pauses_are_as_long_as_a_probe_is_dear():
 
 
 def test_unmeasured_widths_are_priced_from_the_measured_cost_curve():
-    assert prior_width_cost(1) == 1.0 and prior_width_cost(5) == pytest.approx(1.31)
-    assert 1.0 < prior_width_cost(2) and prior_width_cost(9) < prior_width_cost(17) < prior_width_cost(33) < prior_width_cost(65)
+    assert prior_width_cost(1) == 1.0 and prior_width_cost(5) == pytest.approx(1.23)
+    assert prior_width_cost(8) == pytest.approx((1.36 + 1.44) / 2), "linear between measured widths"
+    assert prior_width_cost(3) < prior_width_cost(9) < prior_width_cost(17) < prior_width_cost(33) < prior_width_cost(65)
     schedule = LookupK(4)
     schedule.seconds = {1: 0.1, 9: 0.16}  # a faster machine: the curve is scaled from the nearest measured width
     assert schedule._steady(17) == pytest.approx(0.16 * prior_width_cost(17) / prior_width_cost(9))

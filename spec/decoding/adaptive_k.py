@@ -223,10 +223,10 @@ _PRIOR_WEIGHT = 2.0  # the prior counts as this many rounds
 # when replayed on the code-editing prompts, see bench/calls.py --replay).
 _LOOKUP_DECAY = 0.9
 # A verify call of width w, in one-token steps, before this generation has timed it: Qwen2.5-Coder-1.5B
-# INT8 at the default precision on 2 cores (widths 2-9 measured by the benchmark; 17 and 33 scaled from
-# 9 by a short, noisy measurement on a loaded machine: 1.17x and 1.90x a width-9 call); linear in
-# between and beyond. A memory-bound target reads its weights once per call whatever the width.
-PRIOR_WIDTH_COST = {1: 1.0, 2: 1.09, 3: 1.17, 4: 1.28, 5: 1.31, 6: 1.37, 7: 1.40, 9: 1.39, 17: 1.65, 33: 2.65}
+# INT8 at the default precision on 2 cores, 400 tokens in the cache, each width called several times
+# in a row (a one-token step took 69 ms); linear in between and beyond. A memory-bound target reads
+# its weights once per call whatever the width, until the multiplications themselves show.
+PRIOR_WIDTH_COST = {1: 1.0, 2: 1.0, 3: 1.05, 4: 1.18, 5: 1.23, 6: 1.33, 7: 1.36, 9: 1.44, 13: 1.67, 17: 2.08, 25: 2.58, 33: 3.32}
 _PRIOR_SWITCH = 0.25  # and a call right after one of another width this many steps more
 
 

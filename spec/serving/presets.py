@@ -27,7 +27,7 @@ class Preset:
     draft: str | None  # draft-model reference; None means prompt lookup is the only drafter
     notes: str  # one or two sentences shown under the dropdown (Markdown)
     weight_format: str = INT8  # compression if the engine has to convert a checkpoint
-    precision: str = DEFAULT_PRECISION  # F32 pins exact results; the default lets the CPU pick (bf16 on AMX)
+    precision: str = DEFAULT_PRECISION  # F32 pins exact results; the default is faster (activations quantized on the fly)
     needs_hub: bool = True  # False when the pair works offline
 
     @property
