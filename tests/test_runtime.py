@@ -2,7 +2,9 @@
 import numpy as np
 import pytest
 
-from spec.decoding.runtime import _MAX_DEAD_SLOTS
+from spec.config import DEFAULT_PRECISION, F32
+from spec.decoding import runtime
+from spec.decoding.runtime import _MAX_DEAD_SLOTS, cpu_has_amx, precision_config
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -103,3 +105,19 @@ def test_a_large_generation_gives_its_memory_back_instead_of_pooling_it(tiny_pai
     assert after._request is not request, "a request that grew large went back to the pool"
     np.testing.assert_allclose(after.forward([9, 300]), target.model.new_cache().forward([9, 300]), atol=1e-5)
     after.release()
+
+
+def test_the_default_precision_computes_in_f32_only_where_the_cpu_has_amx(tmp_path, monkeypatch):
+    amx, avx512 = tmp_path / "amx", tmp_path / "avx512"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n")
+    avx512.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16\n")
+    assert cpu_has_amx(amx) and not cpu_has_amx(avx512) and not cpu_has_amx(tmp_path / "missing")
+    for has_amx in (True, False):
+        monkeypatch.setattr(runtime, "cpu_has_amx", lambda: has_amx)
+        config = precision_config(DEFAULT_PRECISION)
+        assert config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128"
+        assert config.get("INFERENCE_PRECISION_HINT") == ("f32" if has_amx else None)
+    exact = precision_config(F32)
+    assert exact["INFERENCE_PRECISION_HINT"] == "f32" and exact["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "0"
+    with pytest.raises(ValueError, match="precision must be one of"):
+        precision_config("bf16")

@@ -20,22 +20,33 @@ from spec.config import DEFAULT_PRECISION, F32
 # F32 pins both compute and KV cache to f32: a K-token verify call and one-by-one decoding then
 # agree exactly. The CPU quantizes activations to 8 bits on the fly to multiply them with INT8/INT4
 # weights, differently for one token than for several, which flips greedy near-ties even in f32:
-# F32 turns that off. The default keeps it, with f32 elsewhere rather than the bf16 an AMX CPU
-# picks by itself: on 2 cores of an AMX Xeon, Qwen2.5-Coder-1.5B INT8 took 69 ms a one-token step
-# and 85 ms a 5-token verify call, against 108 and 163 ms at the CPU's own choice (bf16, groups of
-# 32); SmolLM2-135M 11 against 17 ms. Groups of 64-256 channels made a 5-token call 15% cheaper
-# than groups of 32.
-_PRECISION_CONFIG = {
-    F32: {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"},
-    DEFAULT_PRECISION: {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},
-}
+# F32 turns that off. The default keeps it, in groups of 128 channels (a 5-token call 15% cheaper
+# than the plugin's 32), and on a CPU with AMX computes the rest in f32 rather than the bf16 the
+# plugin picks there: on 2 cores of an AMX Xeon, Qwen2.5-Coder-1.5B INT8 took 69 ms a one-token step
+# and 85 ms a 5-token verify call in f32, 106 and 171 ms in bf16; SmolLM2-135M 11 against 17 ms.
+# Without AMX (an AMD EPYC with AVX-512 bf16, an earlier machine) the plugin's own choice with groups
+# of 128 was the faster: 70 ms a step, against 80 in f32 (with groups of 32).
+_EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
+_FAST = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}
+_FAST_ON_AMX = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}
+
+
+def cpu_has_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU has Intel AMX tiles (Linux reports them; elsewhere assume not)."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return False
+    return any(line.startswith("flags") and " amx_tile" in line for line in text.splitlines())
 
 
 def precision_config(precision: str) -> dict[str, str]:
     """The CPU properties a precision compiles with (peers in the benchmark get the same)."""
-    if precision not in _PRECISION_CONFIG:
-        raise ValueError(f"precision must be one of {sorted(_PRECISION_CONFIG)}, got {precision!r}")
-    return dict(_PRECISION_CONFIG[precision])
+    if precision == F32:
+        return dict(_EXACT)
+    if precision == DEFAULT_PRECISION:
+        return dict(_FAST_ON_AMX if cpu_has_amx() else _FAST)
+    raise ValueError(f"precision must be one of {sorted((F32, DEFAULT_PRECISION))}, got {precision!r}")
 
 
 _core: ov.Core | None = None
@@ -170,7 +181,10 @@ _POOL_MAX_LENGTH = 2048  # slots in the KV cache
 # Rolled-back slots tolerated before the cache is compacted. Rolling back by masking costs nothing,
 # and attending over a few hundred masked slots costs little; copying every state out and back
 # (OpenVINO has no in-place trim) costs two to three target calls on SmolLM2, so it is done once
-# per this many rejected tokens instead of once per rejection.
+# per this many rejected tokens instead of once per rejection. The price at the default precision:
+# on an AMX CPU a K-token call on a compact cache gives the very logits of K one-token calls, but
+# masked slots change them (by up to 0.3 on Qwen2.5-Coder-1.5B), so greedy texts can part at a
+# near-tie; compacting after every rejection would cost Qwen ~35 ms, half a step, each time.
 _MAX_DEAD_SLOTS = 256
 
 
