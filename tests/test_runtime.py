@@ -117,6 +117,7 @@ def test_the_default_precision_computes_in_f32_only_where_the_cpu_has_amx(tmp_pa
         config = precision_config(DEFAULT_PRECISION)
         assert config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128"
         assert config.get("INFERENCE_PRECISION_HINT") == ("f32" if has_amx else None)
+        assert config["ENABLE_CPU_PINNING"] is True, "the server's threads must not push OpenVINO's off their cores"
     exact = precision_config(F32)
     assert exact["INFERENCE_PRECISION_HINT"] == "f32" and exact["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "0"
     with pytest.raises(ValueError, match="precision must be one of"):
