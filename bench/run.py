@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-sampled", action="store_true", help="greedy runs only")
     parser.add_argument("--no-exactness", action="store_true", help="skip running every method once more at f32 to check its text")
     parser.add_argument("--weight-format", default="int8", choices=("int8", "int4", "fp32"), help="compression of converted targets")
-    parser.add_argument("--precision", default="default", choices=("default", "f32"), help="precision for our engine and its peers (default: f32 with activations rounded to 8 bits on the fly)")
+    parser.add_argument("--precision", default="default", choices=("default", "f32"), help="precision for our engine and its peers (default: activations rounded to 8 bits on the fly)")
     parser.add_argument("--name", help="results file name (default: derived from the target)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="peers to measure beside ours (default: both)")

@@ -19,8 +19,8 @@ from spec.config import DEFAULT_PRECISION, F32
 
 # F32 pins both compute and KV cache to f32: a K-token verify call and one-by-one decoding then
 # agree exactly. The CPU quantizes activations to 8 bits on the fly to multiply them with INT8/INT4
-# weights, differently for one token than for several, which flips greedy near-ties even in f32:
-# F32 turns that off. The default keeps it, in groups of 128 channels (a 5-token call 15% cheaper
+# weights, which (with rolled-back slots masked in the cache, see _MAX_DEAD_SLOTS) flips greedy
+# near-ties even in f32: F32 turns that off. The default keeps it, in groups of 128 channels (a 5-token call 15% cheaper
 # than the plugin's 32), and on a CPU with AMX computes the rest in f32 rather than the bf16 the
 # plugin picks there: on 2 cores of an AMX Xeon, Qwen2.5-Coder-1.5B INT8 took 69 ms a one-token step
 # and 85 ms a 5-token verify call in f32, 106 and 171 ms in bf16; SmolLM2-135M 11 against 17 ms.
@@ -42,7 +42,8 @@ def cpu_has_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 
 # OpenVINO's threads pinned to their cores: unpinned (the plugin's choice here), the server's own
 # threads waking beside them cost a served race 5% of its speed alone (0.945 / 0.949 through /race,
-# 0.857 / 0.878 with Chromium on the page), pinned 0.963 / 0.965 and 0.918 / 0.945 (one repeat).
+# 0.857 / 0.878 with Chromium on the page); pinned, two runs: 0.955-0.980 / 0.970-0.976 and
+# 0.893-0.918 / 0.902-0.967 (autoregressive / speculative, medians of 3).
 _PINNED = {"ENABLE_CPU_PINNING": True}
 
 
