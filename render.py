@@ -32,17 +32,19 @@ LEGEND = '<div class="legend">' + "".join(
 ) + "</div>"
 
 # What the page says about the two texts, in one place: the intro, the Exact checkbox and the
-# verdict use these. At the default precision (activations rounded to 8 bits) greedy texts can part
-# ways at a near-tie, so the default run is not promised identical texts; Exact (f32) is.
+# verdict use these. At the default precision greedy texts can part ways at a near-tie (rolled-back
+# drafts, masked in the cache, change the rounding), so the default run is not promised identical
+# texts; Exact (f32) is.
 EXACT_LABEL = "Exact (f32)"
+DEFAULT_PRECISION_WORDS = "the fast default precision (activations rounded to 8 bits)"
 SAME_TEXT_PROMISE = (
-    "Greedy, both follow the target model's choices. At the fast default precision (activations rounded to 8 bits) a "
-    "near-tie can round differently in a K-token check than in one-token steps, so the texts may part "
+    f"Greedy, both follow the target model's choices. At {DEFAULT_PRECISION_WORDS}, once drafts have been "
+    "rolled back a near-tie can round differently than in one-token steps, so the texts may part "
     f"ways after a while; tick <b>{EXACT_LABEL}</b> for texts identical token for token (its verify calls cost more)."
 )
-EXACT_INFO = "greedy texts identical token for token; slower than the default precision (activations rounded to 8 bits)"
+EXACT_INFO = f"greedy texts identical token for token; slower than {DEFAULT_PRECISION_WORDS}"
 DIFFER_AT_DEFAULT = (
-    "At the default precision (activations rounded to 8 bits), a K-token check can round a near-tie differently from "
+    f"At {DEFAULT_PRECISION_WORDS}, once drafts have been rolled back a near-tie can round differently than in "
     f"one-token steps. Tick <i>{EXACT_LABEL}</i> for texts identical token for token (its verify calls cost more)."
 )
 
@@ -340,12 +342,11 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     live_button = view.how == REPLAY  # the "race it live" button shows beside a replay
     if view.phase == FAILED:
         return (status(html.escape(view.error or ""), "error"), None, None, None, None, None, numbers(view), live_button)
-    if view.phase in (WAITING, LOADING):
-        return (_status(view, time_limit), None, None, None, None, None, None, live_button)
     ar, sp = view.autoregressive, view.speculative
-    if not ar.trace and not sp.trace and view.phase not in ENDED:  # racing, its first steps not yet shown
+    nothing_shown = not ar.trace and not sp.trace
+    if view.phase in (WAITING, LOADING) or (nothing_shown and view.phase not in ENDED):  # racing, no step shown yet
         return (_status(view, time_limit), None, None, None, None, None, None, live_button)
-    if not ar.trace and not sp.trace:  # stopped while it waited or loaded: the last race stays on screen
+    if nothing_shown:  # stopped while it waited or loaded: the last race stays on screen
         return (status("Stopped before the race began.", "info"), None, None, None, None, None, numbers(view), live_button)
     how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
