@@ -189,13 +189,13 @@ def _cost(widths: list[int], curve) -> float:
 
 def _pin_costs(speculative, curve) -> None:
     """Make the schedules plan from the curve instead of from timings (which vary with the load)."""
+    from spec.decoding.adaptive_k import CallCosts
 
     def pinned(cls):
         class Pinned(cls):
             def __init__(self, *a, **kw):
                 super().__init__(*a, **kw)
-                self.seconds = {w: curve(w) for w in range(1, 66)}
-                self.switch = SWITCH
+                self.costs = CallCosts({w: curve(w) for w in range(1, 66)}, SWITCH)
 
             def _observe_call(self, width, seconds):
                 self._last_width = width

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from spec.decoding.adaptive_k import (
-    DynamicK, LookupK, PairMemory, Round, expected_tokens, match_key, predicted_speedup, prior_width_cost,
+    CallCosts, DynamicK, LookupK, PairMemory, Round, expected_tokens, match_key, predicted_speedup, prior_width_cost,
 )
 
 T = 0.010  # seconds of a plain target step in these tests
@@ -78,6 +78,29 @@ def test_a_draft_that_cannot_pay_gets_plain_steps_and_ever_rarer_probes():
     assert schedule.next_draft_length() == 1
 
 
+def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
+    """SmolLM2 drafting for Qwen (a call 0.19 steps, one call more per round than it drafts) kept
+    a third of its drafts over its first rounds and paused; then it would pay. The pause's plain
+    steps fade that start and one good probe resumes drafting (before, a 1-token probe could not
+    outweigh six rounds of history: 276 plain steps of 286 calls on HumanEval/2)."""
+    memory = PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0, verify_cost=1.23, t_step=T,
+                        plain_left=8, pause=16)
+    schedule = DynamicK(4, memory=memory)
+    assert schedule.best_draft_length()[1] < 1
+    assert [schedule.next_draft_length() for _ in range(8)] == [0] * 8
+    probe = schedule.next_draft_length()
+    assert 1 <= probe <= 4
+    schedule.observe_round(probe, probe, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1)
+    assert schedule.next_draft_length() > 0
+    # A probe that keeps nothing confirms the pause, twice as long.
+    paused = DynamicK(4, memory=PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
+                                           verify_cost=1.23, t_step=T, plain_left=8, pause=16))
+    assert [paused.next_draft_length() for _ in range(8)] == [0] * 8
+    probe = paused.next_draft_length()
+    paused.observe_round(probe, 0, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1)
+    assert [paused.next_draft_length() for _ in range(16)] == [0] * 16
+
+
 def test_a_free_drafter_is_judged_on_the_whole_width_and_keeps_drafting_through_a_bad_round():
     """Prompt lookup costs nothing to draft: one fully rejected round is no reason to stop, and a
     round without any match still counts (its guesses were lookups too)."""
@@ -139,8 +162,8 @@ NEW_TEXT = list(range(100, 140)) + [7, 8, 9, 1, 2, 3, 4, 5]  # the tail never oc
 def lookup_measured(**seconds) -> LookupK:
     """A LookupK that has measured a plain step (1.0 s), its verify widths, and the switch cost."""
     schedule = LookupK(4)
-    schedule.seconds = {1: 1.0, 2: 1.02, 3: 1.05, 5: 1.1, 9: 1.45, **{int(w[1:]): s for w, s in seconds.items()}}
-    schedule.switch = 0.25
+    schedule.costs.seconds = {1: 1.0, 2: 1.02, 3: 1.05, 5: 1.1, 9: 1.45, **{int(w[1:]): s for w, s in seconds.items()}}
+    schedule.costs.switch = 0.25
     schedule._last_width = 5
     return schedule
 
@@ -187,13 +210,30 @@ def test_lookup_measures_each_width_and_the_switch():
     schedule = LookupK(4)
     schedule.observe_prefill()
     schedule.observe_round(4, 0, 1e-5, 3.0)  # right after the prompt: no fair sample of anything
-    assert schedule.seconds == {} and schedule.switch is None
+    assert schedule.costs.seconds == {} and schedule.costs.switch is None
     schedule.observe_round(4, 0, 1e-5, 1.1)
-    assert schedule.seconds == {5: 1.1}
+    assert schedule.costs.seconds == {5: 1.1}
     schedule.observe_plain(1.4)  # a width change: 1.4 s, though no steady step was measured yet
     schedule.observe_plain(1.0)
     schedule.observe_round(4, 0, 1e-5, 1.4)  # 0.3 s more than a steady width-5 call
-    assert schedule.seconds[1] == 1.0 and schedule.switch == pytest.approx(0.3)
+    assert schedule.costs.seconds[1] == 1.0 and schedule.costs.switch == pytest.approx(0.3)
+
+
+def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
+    """A verify call's cost is the target's on this device: the next generation plans from it at
+    once, not from the prior curve (measured at another precision, on another CPU)."""
+    costs = CallCosts()
+    first = LookupK(4, costs=costs)
+    first.observe_prefill()
+    for seconds in (9.0, 1.0, 1.0):  # a slow, wide f32 call: 9 times a plain step
+        first.observe_plain(seconds)
+    for seconds in (30.0, 9.0, 9.0):
+        first.observe_round(4, 0, 1e-5, seconds)
+    assert costs.seconds == {1: 1.0, 5: 9.0}
+    second = LookupK(4, costs=costs)
+    second.observe_prefill()
+    assert second.next_round(NEW_TEXT).k <= 1  # no width-5 call of guesses at 9 steps a call
+    assert LookupK(4).next_round(NEW_TEXT) == Round(4, 4, "prompt-lookup")  # afresh: the K asked for
 
 
 def test_pauses_are_as_long_as_a_probe_is_dear():
@@ -215,7 +255,7 @@ def test_unmeasured_widths_are_priced_from_the_measured_cost_curve():
     assert prior_width_cost(8) == pytest.approx((1.36 + 1.44) / 2), "linear between measured widths"
     assert prior_width_cost(3) < prior_width_cost(9) < prior_width_cost(17) < prior_width_cost(33) < prior_width_cost(65)
     schedule = LookupK(4)
-    schedule.seconds = {1: 0.1, 9: 0.16}  # a faster machine: the curve is scaled from the nearest measured width
+    schedule.costs.seconds = {1: 0.1, 9: 0.16}  # a faster machine: the curve is scaled from the nearest measured width
     assert schedule._steady(17) == pytest.approx(0.16 * prior_width_cost(17) / prior_width_cost(9))
 
 
@@ -223,8 +263,8 @@ def test_a_long_copy_under_way_verifies_16_to_32_drafts_at_once():
     """Once a generation has kept long copies whole, a match reaching far back with hundreds of tokens
     available pays for the widest calls the cost curve allows; a short match does not."""
     schedule = LookupK(4)
-    schedule.seconds = {w: prior_width_cost(w) for w in (1, 2, 3, 5, 9, 17, 33)}
-    schedule.switch, schedule._last_width = 0.25, 17
+    schedule.costs.seconds = {w: prior_width_cost(w) for w in (1, 2, 3, 5, 9, 17, 33)}
+    schedule.costs.switch, schedule._last_width = 0.25, 17
     for _ in range(4):
         schedule._match, schedule._plan = (match_key(40), 300), Round(16, 16)
         schedule.observe_round(16, 16, 1e-5, 1.75)

@@ -184,3 +184,12 @@ def test_dynamic_k_for_prompt_lookup_plans_each_round_from_the_match(tiny_pairs,
     assert plans and all(plan.k in (0, 1, 2, 4, 8) and plan.draft_length == plan.k for _, plan in plans)
     verified = sum(1 for _, plan in plans if plan.k > 0)
     assert verified - 1 <= steps[-1].stats.verify_calls <= verified  # the last round may be a plain step for one token
+
+
+def test_the_targets_call_costs_outlive_a_generation(tiny_pairs):
+    """What prompt lookup's schedule timed of the target's calls is there for its next generation."""
+    target, _ = tiny_pairs["llama"]
+    target.call_costs.seconds.clear()
+    prompt = "one two three four five six seven one two three four five six seven one two three"
+    run(prompt, target, "speculative", "prompt-lookup", None, num_assistant_tokens=4, max_new_tokens=32)
+    assert target.call_costs.seconds and all(seconds > 0 for seconds in target.call_costs.seconds.values())

@@ -15,8 +15,8 @@ def timed(k: int = 4, alpha_draft: float = 0.6, call_seconds: float = 0.1, verif
     """A HybridK whose pair has measured a verify call and what a call of the draft model costs."""
     memory = PairMemory(accepted=10 * alpha_draft, rejected=10 * (1 - alpha_draft), call_seconds=call_seconds)
     schedule = HybridK(k, memory=memory)
-    schedule.seconds = {1: 1.0, k + 1: verify_seconds}  # a plain step takes 1 s here
-    schedule.switch, schedule._last_width = 0.25, k + 1
+    schedule.costs.seconds = {1: 1.0, k + 1: verify_seconds}  # a plain step takes 1 s here
+    schedule.costs.switch, schedule._last_width = 0.25, k + 1
     return schedule
 
 

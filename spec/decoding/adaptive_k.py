@@ -11,8 +11,12 @@ charging them per drafted token would make short rounds look dear and stop a dra
 The verify call has the same width whatever n is, so v does not grow with n, and a drafter that
 costs nothing (prompt lookup) always drafts the whole width.
 n never goes past the length that yields most per step; when no length beats a plain step, the loop
-takes plain steps for a while, then probes again with that best length, doubling the pause each
-time the probe confirms that drafting does not pay. A poor or expensive draft costs little.
+takes plain steps for a while, then probes again, doubling the pause each time the probe confirms
+that drafting does not pay. A poor or expensive draft costs little. What was learned before a pause
+fades with every plain step (the text has moved on), and the probe drafts the fewest tokens that,
+all kept, would make drafting pay again: a 1-token probe after a bad start was too little evidence
+to outweigh it, and a draft that paid stayed paused (SmolLM2 for Qwen on HumanEval/2: 276 plain
+steps of 286 calls, 0.96x, where fixed K=4 made 1.31x).
 
 What a draft model's pair learned carries over to the pair's next generation (`PairMemory`): its
 cost is a property of the two models on this device, so a draft that cannot pay is not re-learned
@@ -20,7 +24,7 @@ at every prompt. Prompt lookup starts afresh each time: its payoff depends on th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -39,6 +43,7 @@ _ALPHA_DECAY = 0.85  # a draft model's acceptance moves more slowly: a few bad r
 _FIRST_PAUSE, _MIN_MAX_PAUSE, _MAX_PAUSE = 8, 32, 512
 _PROBE_SHARE = 0.02
 _PRIOR_ACCEPTED, _PRIOR_REJECTED = 1.0, 1.0  # α starts at 0.5, and one round moves it
+_FADED = 0.25  # a pause fades the acceptance counts down to this weight (a quarter of a round), no further
 
 
 def expected_tokens(alpha: float, n: int) -> float:
@@ -81,6 +86,11 @@ class PairMemory:
     @property
     def alpha(self) -> float:
         return self.accepted / (self.accepted + self.rejected)
+
+    def fade(self, decay: float) -> None:
+        """A plain step passed without drafting: what earlier rounds showed counts a little less."""
+        if self.accepted + self.rejected > _FADED:
+            self.accepted, self.rejected = decay * self.accepted, decay * self.rejected
 
     def observe_acceptance(self, drafted: int, accepted: int, decay: float) -> None:
         """Learn from a round whose target kept `accepted` of `drafted` drafts."""
@@ -140,6 +150,17 @@ class DynamicK:
             key=lambda pair: pair[1],
         )
 
+    def probe_length(self) -> int:
+        """The draft length of a probe after a pause: the fewest drafts that, all kept, would make
+        drafting pay again; the best length when none would (the draft is too dear whatever it keeps)."""
+        m = self.memory
+        for n in range(1, self.k + 1):
+            kept = PairMemory(m.accepted, m.rejected, m.draft_cost, extra_calls=m.extra_calls, verify_cost=m.verify_cost)
+            kept.observe_acceptance(n, n, _ALPHA_DECAY)
+            if DynamicK(self.k, memory=kept).best_draft_length()[1] > 1.0:
+                return n
+        return self.best_draft_length()[0]
+
     def next_draft_length(self) -> int:
         """Tokens to draft next; 0 means take a plain target step."""
         if not self.dynamic:
@@ -149,8 +170,9 @@ class DynamicK:
             return 0  # a plain step first: it measures what a round must beat
         if m.plain_left > 0:
             m.plain_left -= 1
+            m.fade(_ALPHA_DECAY)
             if m.plain_left == 0:
-                self.draft_length = self.best_draft_length()[0]  # the probe after a pause: the best bet
+                self.draft_length = self.probe_length()
             return 0
         return min(self.draft_length, self.best_draft_length()[0])
 
@@ -287,6 +309,19 @@ def lookup_state(lookup: PromptLookupDrafter, context) -> tuple[int, int]:
     return (match_key(match.length, match.resumed), match.available) if match else (0, 0)
 
 
+@dataclass
+class CallCosts:
+    """What the target's calls cost per input width on this device, as its generations timed them.
+
+    A property of the compiled target, so it carries over to the target's next generation: before,
+    each one started from the prior curve (the default precision on one CPU), and Exact mode's wide
+    f32 calls, far dearer than that, lost to plain decoding on HumanEval/2 (0.65x) before being timed.
+    """
+
+    seconds: dict[int, float] = field(default_factory=dict)  # width -> decayed seconds of a call at a steady width
+    switch: float | None = None  # seconds a call pays extra right after one of another width
+
+
 class LookupK:
     """Dynamic K for prompt lookup, which costs nothing to draft: each round, the K whose verify call
     yields most tokens per second, decided from the lookup itself.
@@ -300,13 +335,13 @@ class LookupK:
 
     def __init__(
         self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None, lookup: PromptLookupDrafter | None = None,
+        costs: CallCosts | None = None,
     ):
         self.k = k  # the K asked for: where the schedule starts
         self.choices = choices or tuple(sorted({1, 2, 4, 8, 16, 32, k}))
         self.lookup = lookup if lookup is not None else PromptLookupDrafter(max_ngram)  # asked what it would copy
         self.acceptance = LookupAcceptance()
-        self.seconds: dict[int, float] = {}  # width -> decayed seconds of a call at a steady width
-        self.switch: float | None = None  # seconds a call pays extra right after one of another width
+        self.costs = costs if costs is not None else CallCosts()  # the target's, shared with its other generations
         self._last_width: int | None = None
         self._plan = Round(k, k, PROMPT_LOOKUP)
         self._match: tuple[int, int] = (0, 0)  # (acceptance key, tokens available) the round was planned on
@@ -315,16 +350,16 @@ class LookupK:
         """Seconds a call of this width takes now, counting the switch when the width changes."""
         seconds = self._steady(width)
         if self._last_width is not None and width != self._last_width:
-            seconds += self.switch if self.switch is not None else _PRIOR_SWITCH * self._steady(1)
+            seconds += self.costs.switch if self.costs.switch is not None else _PRIOR_SWITCH * self._steady(1)
         return seconds
 
     def _steady(self, width: int) -> float:
-        if width in self.seconds:
-            return self.seconds[width]
-        if not self.seconds:  # in steps: only ratios matter before anything is measured
+        if width in self.costs.seconds:
+            return self.costs.seconds[width]
+        if not self.costs.seconds:  # in steps: only ratios matter before anything is measured
             return prior_width_cost(width)
-        near = min(self.seconds, key=lambda w: abs(w - width))  # scaled by the prior curve
-        return self.seconds[near] * prior_width_cost(width) / prior_width_cost(near)
+        near = min(self.costs.seconds, key=lambda w: abs(w - width))  # scaled by the prior curve
+        return self.costs.seconds[near] * prior_width_cost(width) / prior_width_cost(near)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         """Expected tokens per second of each round it could take now (k = 0: a plain step)."""
@@ -335,7 +370,7 @@ class LookupK:
 
     def next_round(self, context) -> Round:
         key, available = self._match = lookup_state(self.lookup, context)
-        if self._last_width is None and not self.seconds:
+        if self._last_width is None and not self.costs.seconds:
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
         else:
             rates = self.rates(key, available)
@@ -359,11 +394,11 @@ class LookupK:
 
     def _observe_call(self, width: int, seconds: float) -> None:
         if self._last_width == width:
-            old = self.seconds.get(width)
-            self.seconds[width] = seconds if old is None else _DECAY * old + (1 - _DECAY) * seconds
-        elif self._last_width is not None and width in self.seconds:
-            extra = max(0.0, seconds - self.seconds[width])
-            self.switch = extra if self.switch is None else _DECAY * self.switch + (1 - _DECAY) * extra
+            old = self.costs.seconds.get(width)
+            self.costs.seconds[width] = seconds if old is None else _DECAY * old + (1 - _DECAY) * seconds
+        elif self._last_width is not None and width in self.costs.seconds:
+            extra = max(0.0, seconds - self.costs.seconds[width])
+            self.costs.switch = extra if self.costs.switch is None else _DECAY * self.costs.switch + (1 - _DECAY) * extra
         self._last_width = width
 
 
@@ -384,9 +419,9 @@ class HybridK(LookupK):
 
     def __init__(
         self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3,
-        lookup: PromptLookupDrafter | None = None,
+        lookup: PromptLookupDrafter | None = None, costs: CallCosts | None = None,
     ):
-        super().__init__(k, max_ngram, None if dynamic else (k,), lookup)
+        super().__init__(k, max_ngram, None if dynamic else (k,), lookup, costs)
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
         self.catch_up: float | None = None  # seconds the draft model takes to catch up after rounds it did not draft
@@ -407,7 +442,7 @@ class HybridK(LookupK):
         return rates
 
     def next_round(self, context) -> Round:
-        if self.memory.call_seconds is None or (self._last_width is None and not self.seconds):
+        if self.memory.call_seconds is None or (self._last_width is None and not self.costs.seconds):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
             key, available = self._match = lookup_state(self.lookup, context)
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)

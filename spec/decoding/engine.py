@@ -93,15 +93,16 @@ def generate(
     cache = target.model.new_cache()
     if mode == AUTOREGRESSIVE:
         return _releasing(autoregressive(cache, sampler, generation, cancel), [cache])
-    # A draft model's cost is a property of the pair: what dynamic K learned carries over to the
-    # pair's next generation. Prompt lookup's payoff depends on the prompt, so it starts afresh.
+    # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
+    # learned of them carries over to the next generation. Prompt lookup's payoff depends on the
+    # prompt, so it starts afresh.
     memory, caches = None, [cache]
     if isinstance(model, (DraftModelDrafter, CrossTokenizerDrafter)):
         memory = target.memories.setdefault(str(draft.resolved.path), PairMemory())
         caches.append(model.cache)
     steps = speculative(
         cache, chosen, sampler, generation, config.num_assistant_tokens, config.dynamic_k, memory, cancel,
-        config.prompt_lookup_max_ngram,
+        config.prompt_lookup_max_ngram, target.call_costs,
     )
     return _releasing(steps, caches)
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from spec.decoding.acceptance import speculative_accept
-from spec.decoding.adaptive_k import DynamicK, HybridK, LookupK, PairMemory
+from spec.decoding.adaptive_k import CallCosts, DynamicK, HybridK, LookupK, PairMemory
 from spec.decoding.autoregressive import decode_one_token
 from spec.config import PROMPT_LOOKUP
 from spec.decoding.drafters import Drafter, HybridDrafter, PromptLookupDrafter, pad_draft
@@ -39,6 +39,7 @@ def speculative(
     memory: PairMemory | None = None,
     cancel: threading.Event | None = None,
     lookup_ngram: int = 3,
+    costs: CallCosts | None = None,
 ) -> Iterator[Step]:
     """Yields a Step per target call until the generation stops.
 
@@ -46,11 +47,12 @@ def speculative(
     many of the K it makes (plain steps when drafting does not pay, see DynamicK); for prompt lookup,
     K itself, from the match it finds (see LookupK). memory: what dynamic K measured for this pair in
     earlier generations (None: start afresh). lookup_ngram: the longest n-gram lookups match on.
+    costs: what the target's calls of each width cost in its earlier generations (None: start afresh).
     """
     if isinstance(drafter, HybridDrafter):
-        schedule = HybridK(k, dynamic_k, memory, lookup_ngram, drafter.lookup)
+        schedule = HybridK(k, dynamic_k, memory, lookup_ngram, drafter.lookup, costs)
     elif dynamic_k and drafter.free:  # the schedule asks the lookup what it would copy
-        schedule = LookupK(k, lookup_ngram, lookup=drafter if isinstance(drafter, PromptLookupDrafter) else None)
+        schedule = LookupK(k, lookup_ngram, lookup=drafter if isinstance(drafter, PromptLookupDrafter) else None, costs=costs)
     else:
         schedule = DynamicK(k, dynamic_k, drafter.free, memory)
     stats = generation.stats

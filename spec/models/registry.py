@@ -12,6 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from spec.config import ModelKey
+from spec.decoding.adaptive_k import CallCosts
 from spec.models.conversion_cache import models_dir
 from spec.errors import ModelError
 from spec.models.export import IR_XML
@@ -32,6 +33,7 @@ class LoadedModel:
     size_bytes: int  # weights on disk: what the memory budget counts
     pairs: dict = field(default_factory=dict, repr=False)  # draft ref -> shared vocab size (checked once)
     memories: dict = field(default_factory=dict, repr=False)  # draft model folder -> PairMemory (dynamic K)
+    call_costs: CallCosts = field(default_factory=CallCosts, repr=False)  # its calls' cost per width (dynamic K)
 
     @property
     def ref(self) -> str:
