@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ar", type=Path, help="JSON of autoregressive tokens to reuse (written when missing)")
     parser.add_argument("--out", type=Path, help="write the per-prompt records here as JSON")
     parser.add_argument("--replay", action="store_true", help="prompt lookup against the tokens --ar recorded, no model")
+    parser.add_argument("--history", action="store_true",
+                        help="with --replay: lookup also searches the answers to the prompts before (spec.decoding.history)")
     args = parser.parse_args(argv)
 
     from spec.decoding.adaptive_k import prior_width_cost  # the curve predictions use, whichever engine runs
@@ -122,10 +124,12 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
     from spec.decoding.drafters import PromptLookupDrafter
     from spec.decoding.engine import encode_prompt
     from spec.decoding.generation import Generation
+    from spec.decoding.history import AnswerHistory
     from spec.decoding.sampling import Sampler
     from spec.models.resolve import resolve_model
 
     _pin_costs(speculative, curve)
+    history = AnswerHistory() if args.history else None
     folder = resolve_model(TARGET, "int8").path
     tokenizer = AutoTokenizer.from_pretrained(folder)
     eos = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")}
@@ -139,8 +143,11 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
         target = _ReplayTarget(prompt_ids + want + [next(iter(eos))], len(tokenizer))
         generation = Generation(tokenizer, prompt_ids, config, eos)
         sampler = Sampler(0.0, 0, 1.0, len(tokenizer), np.random.default_rng(0))
-        steps = list(speculative.speculative(target, PromptLookupDrafter(config.prompt_lookup_max_ngram), sampler, generation, args.k))
+        drafter = PromptLookupDrafter(config.prompt_lookup_max_ngram, history=history.corpus(prompt_ids) if history else None)
+        steps = list(speculative.speculative(target, drafter, sampler, generation, args.k))
         tokens = [t for step in steps for t in step.token_ids]
+        if history is not None:
+            history.add(prompt_ids, want)
         records.append(_record(prompt_id, "prompt-lookup (replayed)", tokens, want, target.widths[1:], 0, curve))
     return records
 

@@ -60,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--temperature", type=float, default=0.8, help="temperature of the sampled runs")
     parser.add_argument("--top-p", type=float, default=0.95, help="top-p of the sampled runs")
     parser.add_argument("--no-sampled", action="store_true", help="greedy runs only")
+    parser.add_argument("--no-history", action="store_true",
+                        help="prompt lookup searches only the prompt and its answer, not the run's answers to other prompts")
     parser.add_argument("--no-exactness", action="store_true", help="skip running every method once more at f32 to check its text")
     parser.add_argument("--weight-format", default="int8", choices=("int8", "int4", "fp32"), help="compression of converted targets")
     parser.add_argument("--precision", default="default", choices=("default", "f32"), help="precision for our engine and its peers (default: activations rounded to 8 bits on the fly)")
@@ -152,6 +154,12 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
             plan.notes.append(f"{peer} not measured in this run (not asked for)")
     if not drafts:
         plan.notes.append("no draft model: only prompt lookup drafts")
+    plan.notes.append(
+        "prompt lookup (alone and in the hybrid) searched only the prompt and its answer (--no-history)" if args.no_history else
+        "prompt lookup (alone and in the hybrid) also searched the answers its process gave earlier in the run to other "
+        "prompts, where the context's own match was shorter than 3 tokens (spec.decoding.history; never the answer to the "
+        "same prompt; the first prompt has none); --no-history turns it off"
+    )
     for draft in drafts:
         if not draft.same_tokenizer and GENAI in [p for p, _ in peers]:
             plan.notes.append(f"openvino-genai · draft {draft.label} not measured: openvino-genai drafts only with a draft "
@@ -231,6 +239,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         prompt_id, text = plan.prompt_set(setting.prompt_set).prompts[prompt_index]
         ids = prompt_ids[setting.prompt_set, prompt_index]
         job = setting.job(text, ids, eos, SEED + prompt_index, args.temperature, args.top_p)
+        job["history"] = not args.no_history
         if max_new_tokens:
             job["max_new_tokens"] = max_new_tokens
         try:

@@ -156,6 +156,10 @@ class _Ours:
         self.draft = load_model(ModelKey(family.draft, precision=family.precision)) if family.draft else None
         compiled = self.target.model.compiled
         self.info = {"compiled": {key: str(compiled.get_property(key)) for key in _PROPERTIES if _has(compiled, key)}}
+        # The target's answers so far, as a server keeps them: lookup searches those to other prompts.
+        from spec.decoding.history import AnswerHistory
+
+        self.history = AnswerHistory()
 
     def run(self, job: dict) -> dict:
         from spec.config import GenerationConfig
@@ -171,7 +175,8 @@ class _Ours:
             num_assistant_tokens=k,
             dynamic_k=job["dynamic"],
         )
-        steps = generate(job["prompt"], self.target, config, job["mode"], job.get("drafter") or "draft-model", self.draft)
+        history = self.history if job.get("history", True) else None
+        steps = generate(job["prompt"], self.target, config, job["mode"], job.get("drafter") or "draft-model", self.draft, history=history)
         tokens, corrections, step = [], 0, None
         started = time.perf_counter()  # encoding the prompt is done; prefill starts with the first step
         for step in steps:

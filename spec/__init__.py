@@ -32,6 +32,7 @@ _EXPORTS = {
     "LoadedModel": "spec.models.registry",
     "ModelRegistry": "spec.models.registry",
     "generate": "spec.decoding.engine",
+    "AnswerHistory": "spec.decoding.history",
     "Step": "spec.decoding.generation",
     "Stats": "spec.decoding.metrics",
     "DEFAULT_REF": "spec.models.embedded",

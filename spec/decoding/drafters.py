@@ -4,7 +4,8 @@ Drafters behind one small interface (as transformers' CandidateGenerator):
 - DraftModelDrafter: a small model with its own KV cache, decoding K tokens autoregressively.
 - PromptLookupDrafter: copies what followed an earlier occurrence of the context's last n-gram
   (Saxena 2023), the one whose match reaches furthest back, as an editor copies unchanged code;
-  no second model, strong on input-grounded prompts.
+  no second model, strong on input-grounded prompts. Where the context has no match of 3 tokens, it
+  also searches the target's answers to other prompts (spec.decoding.history).
 - HybridDrafter: each round, one of the two (spec.decoding.adaptive_k.HybridK decides which).
 A draft model with another tokenizer drafts through text: spec.decoding.cross_tokenizer.
 """
@@ -17,6 +18,7 @@ import numpy as np
 
 from spec.decoding.autoregressive import decode_one_token
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
+from spec.decoding.history import SEPARATOR
 from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:
@@ -97,24 +99,32 @@ class PromptLookupDrafter:
 
     Stateless but for that one thing: where its last copy came from, so that a replaced token (a
     renamed variable, a fixed operator) does not end the copy of the unchanged code around it.
+    `history`: other answers of the target (AnswerHistory.corpus), searched where the context's own
+    match is shorter than _HISTORY_MATCH tokens.
     """
 
     name = "prompt lookup"
     free = True
 
-    def __init__(self, max_ngram_size: int = 3, min_ngram_size: int = 1):
+    def __init__(self, max_ngram_size: int = 3, min_ngram_size: int = 1, history: np.ndarray | None = None):
         self.max_ngram_size = max_ngram_size
         self.min_ngram_size = min_ngram_size
+        self.history = history if history is not None else np.empty(0, dtype=np.int64)
         self._copy: tuple[int, int, int] | None = None  # (context length, source start, tokens) of the last copy
         self._matched: tuple[np.ndarray, Match | None] | None = None  # the last context searched, and its match
 
     def match(self, context: Sequence[int]) -> Match | None:
-        """Where the next draft would copy from: the best match (find_match); without any, and right
-        after the target replaced a token of the last copy, the source token after the replaced one."""
+        """Where the next draft would copy from: the best match (find_match), or a longer one in the
+        history; without any, and right after the target replaced a token of the last copy, the
+        source token after the replaced one."""
         context = np.asarray(context, dtype=np.int64)
         if self._matched is not None and np.array_equal(self._matched[0], context):
             return self._matched[1]  # the schedule asked first, then the round drafts: search once
         found = find_match(context, self.max_ngram_size, self.min_ngram_size)
+        if len(self.history) and (found is None or found.length < _HISTORY_MATCH):
+            earlier = find_in_history(context, self.history)
+            if earlier is not None and (found is None or earlier.length > found.length):
+                found = earlier
         # A match, even of one token, is evidence from the text; going on past an edit is a guess
         # (replayed on the code-editing prompts, preferring the guess to short matches kept fewer).
         match = found if found is not None else self._past_edit(context)
@@ -142,8 +152,9 @@ class PromptLookupDrafter:
         if match is None or n <= 0:
             self._copy = self._matched = None
             return Proposal(np.empty(0, dtype=np.int64), None, time.perf_counter() - started, source=PROMPT_LOOKUP)
-        tokens = np.asarray(context[match.start : match.start + n], dtype=np.int64)
-        self._copy = (len(context), match.start, len(tokens))
+        source = self.history if match.in_history else context
+        tokens = np.asarray(source[match.start : match.start + min(n, match.available)], dtype=np.int64)
+        self._copy = None if match.in_history else (len(context), match.start, len(tokens))
         self._matched = None  # what it matches next depends on this copy
         return Proposal(tokens, None, time.perf_counter() - started, source=PROMPT_LOOKUP)
 
@@ -179,6 +190,7 @@ class Match(NamedTuple):
     start: int  # where what followed that earlier occurrence begins
     available: int  # how many tokens follow it, up to the end of the context
     resumed: bool = False  # not a match: the source just past a token an edit replaced
+    in_history: bool = False  # start and available are in the history's answers, not the context
 
 
 _LONGEST = 64  # matches reaching this far back count as equally long (and bound the search)
@@ -208,6 +220,23 @@ def find_match(context: np.ndarray, max_ngram_size: int = 3, min_ngram_size: int
         start = int(tied[-1])  # the most recent
         return Match(int(lengths.max()), start, n - start)
     return None
+
+
+_HISTORY_MATCH = 3  # the history is searched where the context's own match is shorter, for matches this long
+
+
+def find_in_history(context: np.ndarray, history: np.ndarray) -> Match | None:
+    """The best match of the context's suffix (at least _HISTORY_MATCH tokens, as find_match ranks
+    them) in other answers; `available` runs to the end of that answer."""
+    tail = context[-_LONGEST:]  # a match reaches no further back
+    joined = np.concatenate([history, [SEPARATOR], tail])
+    match = find_match(joined, _HISTORY_MATCH, _HISTORY_MATCH)
+    if match is None or match.start >= len(history):
+        return None
+    end = match.start + int(np.argmax(history[match.start :] == SEPARATOR))  # every answer ends in one
+    if end == match.start:
+        return None  # the match ends its answer: nothing follows it
+    return Match(match.length, match.start, end - match.start, in_history=True)
 
 
 def _match_lengths(context: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:

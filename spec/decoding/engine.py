@@ -24,6 +24,7 @@ from spec.config import (
 from spec.decoding.cross_tokenizer import CrossTokenizerDrafter
 from spec.decoding.drafters import Drafter, DraftModelDrafter, HybridDrafter, PromptLookupDrafter
 from spec.decoding.generation import Generation, Step
+from spec.decoding.history import AnswerHistory
 from spec.models.registry import LoadedModel
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
@@ -40,18 +41,24 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> list[int]:
     return tokenizer(prompt)["input_ids"]
 
 
-def make_drafter(kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng, prompt: str = "") -> Drafter:
+def make_drafter(
+    kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng, prompt: str = "",
+    history: np.ndarray | None = None,
+) -> Drafter:
     """The drafter for a speculative run: a draft model sharing the target's vocabulary drafts its
     tokens; one with another vocabulary drafts text, re-encoded for the target (`prompt` is then
-    encoded for it too); the hybrid drafts with that model or with prompt lookup, round by round."""
+    encoded for it too); the hybrid drafts with that model or with prompt lookup, round by round.
+    `history`: the target's other answers, for prompt lookup to search (AnswerHistory.corpus)."""
     if kind == PROMPT_LOOKUP:
-        return PromptLookupDrafter(config.prompt_lookup_max_ngram)
+        return PromptLookupDrafter(config.prompt_lookup_max_ngram, history=history)
     if kind not in DRAFTERS:
         raise ValueError(f"drafter must be one of {DRAFTERS}, got {kind!r}")
     if draft is None:
         raise ValueError(f"the {kind} drafter needs a draft model: give one, or use prompt lookup")
     if kind == HYBRID:
-        return HybridDrafter(make_drafter(DRAFT_MODEL, target, draft, config, rng, prompt), PromptLookupDrafter(config.prompt_lookup_max_ngram))
+        return HybridDrafter(
+            make_drafter(DRAFT_MODEL, target, draft, config, rng, prompt), PromptLookupDrafter(config.prompt_lookup_max_ngram, history=history)
+        )
     if draft.ref not in target.pairs:
         target.pairs[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
     shared = target.pairs[draft.ref]
@@ -75,8 +82,12 @@ def generate(
     drafter: str = DRAFT_MODEL,
     draft: LoadedModel | None = None,
     cancel: threading.Event | None = None,
+    history: AnswerHistory | None = None,
 ) -> Iterator[Step]:
-    """Stream a generation: a Step per target call, with its tokens, their provenance and running stats."""
+    """Stream a generation: a Step per target call, with its tokens, their provenance and running stats.
+
+    history: the target's earlier answers. Prompt lookup (alone or in the hybrid) searches those to
+    other prompts, and a generation that finishes adds its answer (whatever the mode)."""
     config.validate()
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -84,7 +95,7 @@ def generate(
     rng = np.random.default_rng(config.seed)
     vocab = target.vocab_size
     if mode == SPECULATIVE:
-        chosen = make_drafter(drafter, target, draft, config, rng, prompt)
+        chosen = make_drafter(drafter, target, draft, config, rng, prompt, history.corpus(prompt_ids) if history else None)
         model = chosen.model if isinstance(chosen, HybridDrafter) else chosen
         if isinstance(model, DraftModelDrafter):
             vocab = model.sampler.vocab_size
@@ -92,7 +103,7 @@ def generate(
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
     cache = target.model.new_cache()
     if mode == AUTOREGRESSIVE:
-        return _releasing(autoregressive(cache, sampler, generation, cancel), [cache])
+        return _releasing(autoregressive(cache, sampler, generation, cancel), [cache], history, generation)
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
     # learned of them carries over to the next generation. Prompt lookup's payoff depends on the
     # prompt, so it starts afresh.
@@ -104,14 +115,18 @@ def generate(
         cache, chosen, sampler, generation, config.num_assistant_tokens, config.dynamic_k, memory, cancel,
         config.prompt_lookup_max_ngram, target.call_costs,
     )
-    return _releasing(steps, caches)
+    return _releasing(steps, caches, history, generation)
 
 
-def _releasing(steps: Iterator[Step], caches: list) -> Iterator[Step]:
+def _releasing(
+    steps: Iterator[Step], caches: list, history: AnswerHistory | None = None, generation: Generation | None = None,
+) -> Iterator[Step]:
     """`steps`, then the KV caches go back to their models' pools: when the generation ends, is
-    closed (Stop, a closed tab) or is dropped."""
+    closed (Stop, a closed tab) or is dropped. A generation that ran to its end adds its answer to `history`."""
     try:
         yield from steps
+        if history is not None and generation.stats.stop_reason != "cancelled":
+            history.add(generation.prompt_ids, generation.token_ids)
     finally:
         steps.close()
         for cache in caches:
