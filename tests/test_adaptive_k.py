@@ -236,6 +236,23 @@ def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
     assert LookupK(4).next_round(NEW_TEXT) == Round(4, 4, "prompt-lookup")  # afresh: the K asked for
 
 
+def test_exact_mode_plans_from_the_f32_curve_before_it_has_timed_a_call():
+    """At f32 a call of 9 costs about 2.6 steps, not 1.4: guesses that pay at the default precision do not there."""
+    from spec.decoding.adaptive_k import PRIOR_WIDTH_COST_F32
+
+    assert CallCosts.for_precision("f32").prior is PRIOR_WIDTH_COST_F32
+    assert CallCosts.for_precision("default").prior == CallCosts().prior
+    assert prior_width_cost(9, PRIOR_WIDTH_COST_F32) > 1.7 * prior_width_cost(9)
+    assert prior_width_cost(40, PRIOR_WIDTH_COST_F32) >= prior_width_cost(33, PRIOR_WIDTH_COST_F32)  # never cheaper beyond
+    weak = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 3, 4, 5, 6, 99, 3, 4]  # a 2-gram match, then guesses
+    default, exact = LookupK(4, choices=(1, 2, 4, 8)), LookupK(4, choices=(1, 2, 4, 8), costs=CallCosts.for_precision("f32"))
+    for schedule in (default, exact):
+        schedule.observe_prefill()
+        schedule.next_round(weak)
+        schedule._last_width = 1
+    assert exact.next_round(weak).k < default.next_round(weak).k
+
+
 def test_pauses_are_as_long_as_a_probe_is_dear():
     """Probes stay within about 2% of the time: a draft whose catching up costs 10 steps is paused up
     to 500 steps (512 at most), one that costs a tenth of a step up to 32."""

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
+from spec.config import DRAFT_MODEL, F32, PROMPT_LOOKUP
 from spec.decoding.drafters import PromptLookupDrafter
 
 _DECAY = 0.7  # weight kept by older rounds in the running estimates
@@ -249,16 +249,20 @@ _LOOKUP_DECAY = 0.9
 # in a row (a one-token step took 69 ms); linear in between and beyond. A memory-bound target reads
 # its weights once per call whatever the width, until the multiplications themselves show.
 PRIOR_WIDTH_COST = {1: 1.0, 2: 1.0, 3: 1.05, 4: 1.18, 5: 1.23, 6: 1.33, 7: 1.36, 9: 1.44, 13: 1.67, 17: 2.08, 25: 2.58, 33: 3.32}
+# The same at F32 (Exact mode: f32 compute and KV cache, no 8-bit activations; a step 120-124 ms),
+# two runs averaged: wide calls cost far more, and not monotonically (17 is cheaper than 13 and 33
+# than 25: the plugin's kernels for those widths differ).
+PRIOR_WIDTH_COST_F32 = {1: 1.0, 2: 1.1, 3: 1.16, 4: 1.27, 5: 1.61, 6: 1.71, 7: 2.46, 9: 2.58, 13: 3.55, 17: 2.72, 25: 6.03, 33: 4.21}
 _PRIOR_SWITCH = 0.25  # and a call right after one of another width this many steps more
 
 
-def prior_width_cost(width: int) -> float:
-    """What a call of this width costs in one-token steps, before it is measured (PRIOR_WIDTH_COST)."""
-    widths = sorted(PRIOR_WIDTH_COST)
+def prior_width_cost(width: int, curve: dict[int, float] = PRIOR_WIDTH_COST) -> float:
+    """What a call of this width costs in one-token steps, before it is measured (by `curve`)."""
+    widths = sorted(curve)
     if width <= widths[-1]:
-        return float(np.interp(width, widths, [PRIOR_WIDTH_COST[w] for w in widths]))
-    (w0, c0), (w1, c1) = [(w, PRIOR_WIDTH_COST[w]) for w in widths[-2:]]
-    return c1 + (width - w1) * (c1 - c0) / (w1 - w0)
+        return float(np.interp(width, widths, [curve[w] for w in widths]))
+    (w0, c0), (w1, c1) = [(w, curve[w]) for w in widths[-2:]]
+    return c1 + (width - w1) * max(0.0, (c1 - c0) / (w1 - w0))
 
 
 def match_key(length: int, resumed: bool = False) -> int:
@@ -320,6 +324,12 @@ class CallCosts:
 
     seconds: dict[int, float] = field(default_factory=dict)  # width -> decayed seconds of a call at a steady width
     switch: float | None = None  # seconds a call pays extra right after one of another width
+    prior: dict[int, float] = field(default_factory=lambda: PRIOR_WIDTH_COST)  # the curve until widths are timed
+
+    @classmethod
+    def for_precision(cls, precision: str) -> "CallCosts":
+        """Nothing timed yet, and the prior curve measured at this precision."""
+        return cls(prior=PRIOR_WIDTH_COST_F32 if precision == F32 else PRIOR_WIDTH_COST)
 
 
 class LookupK:
@@ -356,10 +366,11 @@ class LookupK:
     def _steady(self, width: int) -> float:
         if width in self.costs.seconds:
             return self.costs.seconds[width]
+        prior = self.costs.prior
         if not self.costs.seconds:  # in steps: only ratios matter before anything is measured
-            return prior_width_cost(width)
+            return prior_width_cost(width, prior)
         near = min(self.costs.seconds, key=lambda w: abs(w - width))  # scaled by the prior curve
-        return self.costs.seconds[near] * prior_width_cost(width) / prior_width_cost(near)
+        return self.costs.seconds[near] * prior_width_cost(width, prior) / prior_width_cost(near, prior)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         """Expected tokens per second of each round it could take now (k = 0: a plain step)."""

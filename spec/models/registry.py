@@ -60,7 +60,8 @@ def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where}: {str(error).splitlines()[0]}") from error
     size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
-    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size)
+    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size,
+                       call_costs=CallCosts.for_precision(key.precision))
 
 
 def _eos_token_ids(resolved: ResolvedModel, tokenizer) -> set[int]:
