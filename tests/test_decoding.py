@@ -193,3 +193,15 @@ def test_the_targets_call_costs_outlive_a_generation(tiny_pairs):
     prompt = "one two three four five six seven one two three four five six seven one two three"
     run(prompt, target, "speculative", "prompt-lookup", None, num_assistant_tokens=4, max_new_tokens=32)
     assert target.call_costs.seconds and all(seconds > 0 for seconds in target.call_costs.seconds.values())
+
+
+def test_the_hybrid_learns_apart_from_the_draft_model_alone(tiny_pairs):
+    """The hybrid drafts with the model only where lookup finds nothing: what it sees there must
+    not be what the model alone starts from."""
+    target, draft = tiny_pairs["llama"]
+    target.memories.clear()
+    run(PROMPTS[0], target, "speculative", "hybrid", draft, max_new_tokens=24)
+    assert list(target.memories) == [(str(draft.resolved.path), "hybrid")]
+    run(PROMPTS[0], target, "speculative", "draft-model", draft, max_new_tokens=24)
+    hybrid, alone = (target.memories[str(draft.resolved.path), kind] for kind in ("hybrid", "draft-model"))
+    assert hybrid is not alone

@@ -32,7 +32,7 @@ class LoadedModel:
     eos_token_ids: set[int]
     size_bytes: int  # weights on disk: what the memory budget counts
     pairs: dict = field(default_factory=dict, repr=False)  # draft ref -> shared vocab size (checked once)
-    memories: dict = field(default_factory=dict, repr=False)  # draft model folder -> PairMemory (dynamic K)
+    memories: dict = field(default_factory=dict, repr=False)  # (draft model folder, drafter) -> PairMemory (dynamic K)
     call_costs: CallCosts = field(default_factory=CallCosts, repr=False)  # its calls' cost per width (dynamic K)
 
     @property
