@@ -60,31 +60,6 @@ def test_each_source_learns_from_its_own_rounds():
     assert schedule.next_round(COPYING).source == PROMPT_LOOKUP
 
 
-def test_the_draft_model_is_probed_again_after_bad_rounds_and_retaken_when_it_keeps_its_drafts():
-    """Each source learns only from the rounds it drafts: a draft model that failed a few rounds
-    (the warm-up's, on prose: acceptance 0.29) was never picked again, though on a bug fix explained
-    in prose it alone made 1.68x and the hybrid 1.40x. It is probed after 8 rounds without it, then
-    16; never in the middle of a long copy."""
-    schedule = timed(call_seconds=0.3)
-    schedule.memory.accepted, schedule.memory.rejected = 0.29 * 3, 0.71 * 3  # three rounds' worth, as _DECAY keeps
-
-    def rounds_until_the_draft_model(context, kept: int) -> int:
-        for n in range(100):
-            plan = schedule.next_round(context)
-            if plan.source == DRAFT_MODEL:
-                schedule.observe_round(plan.draft_length, kept * plan.draft_length, 0.3 * plan.draft_length, 1.2)
-                return n
-            schedule.observe_round(plan.k, 0, 1e-5, 1.0 + 0.05 * plan.k)
-        return 100
-
-    assert schedule.next_round(NEW_TEXT).source != DRAFT_MODEL
-    assert rounds_until_the_draft_model(COPYING, kept=0) == 100  # lookup copies: no probes
-    assert rounds_until_the_draft_model(NEW_TEXT, kept=0) == 0  # the probe is due: it keeps nothing ...
-    assert rounds_until_the_draft_model(NEW_TEXT, kept=0) == 16  # ... so the next waits twice as long
-    assert rounds_until_the_draft_model(NEW_TEXT, kept=1) == 32  # that one keeps every draft ...
-    assert schedule.next_round(NEW_TEXT).source == DRAFT_MODEL  # ... and the model drafts on its merits
-
-
 @pytest.mark.parametrize("k", [1, 2, 4, 8])
 def test_greedy_hybrid_across_tokenizers_equals_greedy_autoregressive(cross_models, k):
     target, bytes_draft = cross_models

@@ -88,8 +88,6 @@ class PairMemory:
     t_step: float | None = None  # seconds of a plain (1-token) target step
     plain_left: int = 0  # plain steps still to take before the next probe
     pause: int = _FIRST_PAUSE  # the length of the next pause
-    hybrid_left: int = _FIRST_PAUSE  # the hybrid's rounds without the draft model still to go before probing it
-    hybrid_pause: int = _FIRST_PAUSE  # and the length of the hybrid's next such pause
     probe_cost: float | None = None  # what catching the draft up after a pause cost, in plain steps
 
     @property
@@ -435,8 +433,6 @@ class LookupK:
 
 
 _PRIOR_DRAFT_LEAD = 2  # match length from which the hybrid tries lookup before the draft model has been timed
-_LONG_MATCH = 3  # the hybrid probes the draft model only where lookup's match is shorter: a copy under way wins anyway
-_MAX_HYBRID_PAUSE = 64  # rounds without the draft model between its probes, at most
 
 
 class HybridK(LookupK):
@@ -449,12 +445,6 @@ class HybridK(LookupK):
     dynamic. Its whole round is counted: after rounds it did not draft, the draft model first
     catches up on what the target kept (a call of its own), so taking over from a copy costs more
     than going on drafting, and the hybrid does not pay for the draft model where lookup would copy.
-
-    A source is judged only on the rounds it drafts, so the draft model is probed now and then where
-    lookup has no long match: after 8 rounds without it, then 16, up to 64, and again every 8 once it
-    wins a round. Without probes, a few bad rounds (the warm-up's, on prose) set its acceptance at
-    0.29 for good: it was never picked again, and on a bug fix explained in prose, where it alone
-    makes 1.68x, the hybrid made 1.40x.
     """
 
     def __init__(
@@ -487,15 +477,7 @@ class HybridK(LookupK):
             key, available = self._match = lookup_state(self.lookup, context)
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)
             return self._plan
-        plan, m = super().next_round(context), self.memory
-        if plan.source == DRAFT_MODEL:  # picked on its merits: probes wait until it loses again
-            m.hybrid_left = m.hybrid_pause = _FIRST_PAUSE
-        elif m.hybrid_left > 0:
-            m.hybrid_left -= 1
-        elif self._match[0] < _LONG_MATCH:  # a probe: is the draft model still worse than lookup here?
-            self._plan = plan = Round(self.k, self.k, DRAFT_MODEL)  # all K: one token would tell too little
-            m.hybrid_left = m.hybrid_pause = min(2 * m.hybrid_pause, _MAX_HYBRID_PAUSE)
-        return plan
+        return super().next_round(context)
 
     def observe_round(
         self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
