@@ -24,11 +24,12 @@ HYBRID_SHARE = 0.95  # the hybrid vs the better of its two drafters, per prompt 
 
 
 def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]:
-    """One summary per setting: median tokens/s, speed-up over our autoregressive, acceptance, predictions."""
+    """One summary per setting: median tokens/s, speed-ups over our autoregressive (whole run and decode,
+    over the set and the median per prompt), acceptance, predictions."""
     by_setting: dict[int, list[dict]] = defaultdict(list)
     for record in records:
         by_setting[record["setting"]].append(record)
-    per_repeat = {i: _per_repeat(rows) for i, rows in by_setting.items()}
+    per_repeat, per_repeat_decode = rates_per_repeat(records), rates_per_repeat(records, decode=True)
     summaries = []
     t1 = (costs or {}).get("target_1")
     for i, setting in enumerate(plan.settings):
@@ -40,6 +41,9 @@ def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]
         baseline = _baseline(plan, setting)
         if baseline is not None and baseline != i:
             summary["speedup"] = _median_ratio(rates, per_repeat.get(baseline, {}))
+            summary["decode_speedup"] = _median_ratio(per_repeat_decode.get(i, {}), per_repeat_decode.get(baseline, {}))
+            summary["prompt_median_speedup"] = _median(per_prompt_speedups(records, i, baseline).values())
+            summary["prompt_median_decode_speedup"] = _median(per_prompt_speedups(records, i, baseline, decode=True).values())
             summary["baseline"] = plan.settings[baseline].label
         summary.update(_counts(rows))
         if baseline is not None and baseline != i and not setting.sampled:
@@ -52,12 +56,26 @@ def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]
     return summaries
 
 
-def _per_repeat(rows: list[dict]) -> dict[int, float]:
-    tokens, seconds = defaultdict(int), defaultdict(float)
-    for row in rows:
-        tokens[row["repeat"]] += row["new_tokens"]
-        seconds[row["repeat"]] += row["seconds"]
-    return {r: tokens[r] / seconds[r] for r in tokens if seconds[r] > 0}
+def _timed(row: dict, decode: bool) -> tuple[int, float]:
+    """(tokens, seconds) of one generation: the whole run, or with `decode` what follows its first token
+    (the prefill, which makes it, excluded); (0, 0) when the first token was not timed."""
+    if not decode:
+        return row["new_tokens"], row["seconds"]
+    ttft = row.get("ttft_seconds")
+    if ttft is None or row["new_tokens"] < 2:
+        return 0, 0.0
+    return row["new_tokens"] - 1, row["seconds"] - ttft
+
+
+def rates_per_repeat(records: list[dict], decode: bool = False) -> dict[int, dict[int, float]]:
+    """setting -> repeat -> tokens/s summed over its prompts (whole run, or decode only)."""
+    acc = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
+    for row in records:
+        tokens, seconds = _timed(row, decode)
+        a = acc[row["setting"]][row["repeat"]]
+        a[0] += tokens
+        a[1] += seconds
+    return {i: {r: t / s for r, (t, s) in reps.items() if s > 0} for i, reps in acc.items()}
 
 
 def _counts(rows: list[dict]) -> dict:
@@ -142,12 +160,7 @@ def _median_ratio(ours: dict[int, float], theirs: dict[int, float]) -> float | N
 
 def check_targets(plan: Plan, records: list[dict], summaries: list[dict], costs: dict | None) -> list[dict]:
     """The issue's targets, each with the measured value, what is needed and whether it is met."""
-    per_repeat = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
-    for row in records:
-        acc = per_repeat[row["setting"]][row["repeat"]]
-        acc[0] += row["new_tokens"]
-        acc[1] += row["seconds"]
-    rates = {i: {r: t / s for r, (t, s) in reps.items() if s > 0} for i, reps in per_repeat.items()}
+    rates = rates_per_repeat(records)
     settings = plan.settings
     targets = []
 
@@ -208,12 +221,14 @@ def _roofline(costs: dict | None) -> dict | None:
             "tokens_per_second": tokens_per_second, "step_share": 1 / costs["target_1"] / tokens_per_second}
 
 
-def per_prompt_speedups(records: list[dict], setting: int, baseline: int) -> dict[str, float]:
-    """prompt -> median over repeats of this setting's tokens/s over the baseline's on that prompt."""
+def per_prompt_speedups(records: list[dict], setting: int, baseline: int, decode: bool = False) -> dict[str, float]:
+    """prompt -> median over repeats of this setting's tokens/s over the baseline's on that prompt
+    (whole run, or decode only)."""
     rates: dict = defaultdict(dict)
     for row in records:
-        if row["setting"] in (setting, baseline) and row["seconds"] > 0:
-            rates[(row["setting"], row["prompt"])][row["repeat"]] = row["new_tokens"] / row["seconds"]
+        tokens, seconds = _timed(row, decode)
+        if row["setting"] in (setting, baseline) and seconds > 0:
+            rates[(row["setting"], row["prompt"])][row["repeat"]] = tokens / seconds
     out = {}
     for (index, prompt), reps in rates.items():
         if index == setting:
@@ -326,11 +341,9 @@ def _ours_like(plan: Plan, peer: Setting) -> int | None:
     return None
 
 
-def peer_ratios(plan: Plan, records: list[dict]) -> dict[int, float | None]:
-    """For each peer setting: ours ÷ peer tokens/s, per repeat, median."""
-    rates = defaultdict(dict)
-    for i, reps in _group_rates(records).items():
-        rates[i] = reps
+def peer_ratios(plan: Plan, records: list[dict], decode: bool = False) -> dict[int, float | None]:
+    """For each peer setting: ours ÷ peer tokens/s (whole run, or decode only), per repeat, median."""
+    rates = rates_per_repeat(records, decode)
     out = {}
     for j, peer in enumerate(plan.settings):
         if peer.engine == OURS:
@@ -338,15 +351,6 @@ def peer_ratios(plan: Plan, records: list[dict]) -> dict[int, float | None]:
         match = _ours_like(plan, peer)
         out[j] = None if match is None else _median_ratio(rates.get(match, {}), rates.get(j, {}))
     return out
-
-
-def _group_rates(records: list[dict]) -> dict[int, dict[int, float]]:
-    acc = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
-    for row in records:
-        a = acc[row["setting"]][row["repeat"]]
-        a[0] += row["new_tokens"]
-        a[1] += row["seconds"]
-    return {i: {r: t / s for r, (t, s) in reps.items() if s > 0} for i, reps in acc.items()}
 
 
 # --- markdown ------------------------------------------------------------------------------------
@@ -390,18 +394,24 @@ def markdown(report: dict, plan: Plan) -> str:
 
     # The paper's table.
     lines += ["## Autoregressive vs speculative (greedy)", ""]
-    lines += ["| N | prompts | method | tokens/s | speed-up | α | tokens / target call | same tokens as AR |", "|---|---|---|---|---|---|---|---|"]
+    lines += ["| N | prompts | method | tokens/s | speed-up | median per prompt | decode speed-up | decode, median per prompt "
+              "| α | tokens / target call | same tokens as AR |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for n in n_values:
         for prompt_set in plan.prompt_sets:
             for i, x in enumerate(s):
                 if x.engine == OURS and not x.sampled and not x.exactness and x.max_new_tokens == n and x.prompt_set == prompt_set.name and (x.mode == AR or x.dynamic):
                     su = summaries[i]
+                    speedups = ("1.00× (baseline) | — | — | —" if x.mode == AR else
+                                " | ".join(_num(su.get(key), 2, "×") for key in
+                                           ("speedup", "prompt_median_speedup", "decode_speedup", "prompt_median_decode_speedup")))
                     lines.append(
-                        f"| {n} | {prompt_set.name} | {x.method} | {_num(su['tokens_per_second'])} | "
-                        f"{'1.00× (baseline)' if x.mode == AR else row_speedup(i)} | {_num(su.get('alpha'), 2)} | "
-                        f"{_num(su.get('tokens_per_target_call'), 2)} | {su.get('same_tokens_as_ar') or '—'} |"
+                        f"| {n} | {prompt_set.name} | {x.method} | {_num(su['tokens_per_second'])} | {speedups} | "
+                        f"{_num(su.get('alpha'), 2)} | {_num(su.get('tokens_per_target_call'), 2)} | {su.get('same_tokens_as_ar') or '—'} |"
                     )
     lines.append("")
+    lines += ["Speed-up: tokens/s summed over the prompt set against our autoregressive decoding's, prefill included; "
+              "median per prompt: the same ratio prompt by prompt, then the median. Decode: the same after the first "
+              "token (the prefill, which makes it, left out): what drafting changes.", ""]
     if report["precision"] != "f32":
         lines += ["Same tokens as AR: prompts whose greedy output equals our autoregressive one. At the device's default "
                   "precision (activations rounded to 8 bits on the fly) a (K+1)-token verify call and one-token decoding round differently, so near-ties "
@@ -449,8 +459,8 @@ def markdown(report: dict, plan: Plan) -> str:
     if peers or report["peer_notes"]:
         lines += ["## Peers (greedy, same IR, same prompt token ids)", ""]
         if peers:
-            lines += ["| engine | method | prompts | N | tokens/s | ours ÷ peer | accepted ÷ drafted (peer / ours) | TTFT (s) | same tokens as our AR |",
-                      "|---|---|---|---|---|---|---|---|---|"]
+            lines += ["| engine | method | prompts | N | tokens/s | ours ÷ peer | ours ÷ peer, decode | accepted ÷ drafted (peer / ours) "
+                      "| TTFT (s) | same tokens as our AR |", "|---|---|---|---|---|---|---|---|---|---|"]
             for i in peers:
                 su = summaries[i]
                 match = _ours_like(plan, s[i])
@@ -458,7 +468,7 @@ def markdown(report: dict, plan: Plan) -> str:
                 accepted = "—" if s[i].mode == AR else f"{_num(su.get('accepted_per_drafted'), 2)} / {_num(ours_rate, 2)}"
                 lines.append(
                     f"| {s[i].engine} | {s[i].method} | {s[i].prompt_set} | {s[i].max_new_tokens} | {_num(su['tokens_per_second'])} | "
-                    f"{_num(report['peer_ratios'].get(str(i)), 2, '×')} | {accepted} | {_num(su.get('ttft_seconds'), 3)} | {su.get('same_tokens_as_ar') or '—'} |"
+                    f"{_num(report['peer_ratios'].get(str(i)), 2, '×')} | {_num(report.get('peer_decode_ratios', {}).get(str(i)), 2, '×')} | {accepted} | {_num(su.get('ttft_seconds'), 3)} | {su.get('same_tokens_as_ar') or '—'} |"
                 )
             lines.append("")
         lines += [f"- {note}" for note in report["peer_notes"]]

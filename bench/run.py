@@ -327,6 +327,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         "settings": [{"index": i, **vars(s), "method": s.method, "label": s.label} for i, s in enumerate(plan.settings)],
         "summaries": summaries,
         "peer_ratios": {str(i): v for i, v in peer_ratios(plan, records).items()},
+        "peer_decode_ratios": {str(i): v for i, v in peer_ratios(plan, records, decode=True).items()},
         "targets": check_targets(plan, records, summaries, costs),
         "exactness": exactness(plan, records),
         "costs": costs,

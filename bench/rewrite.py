@@ -1,0 +1,59 @@
+"""Write a committed run's report again from its raw records: `python -m bench.rewrite bench/results/NAME.json`.
+
+The records (every generation's tokens, seconds and counts) are the measurement; medians, ratios,
+verdicts, the markdown and the plot are derived from them. When the report learns to show
+something new (decode speed-ups, say), committed runs get it without being measured again.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bench.plan import Draft, Plan, PromptSet, Setting
+from bench.report import check_targets, exactness, peer_ratios, summarize
+from bench.run import write_outputs
+
+_DERIVED = ("index", "method", "label")  # settings' keys written for readers, not Setting fields
+
+
+def plan_of(report: dict) -> Plan:
+    """The plan a report was measured with, as far as the report needs it (prompt texts are not kept)."""
+    settings = [Setting(**{k: v for k, v in s.items() if k not in _DERIVED}) for s in report["settings"]]
+    prompt_sets = [PromptSet(p["name"], p["kind"], p["description"], tuple((pid, "") for pid in p["prompts"]))
+                   for p in report["prompt_sets"]]
+    drafts = [Draft(d["label"], d["path"], d["description"]) for d in report["models"]["drafts"]]
+    target = report["models"]["target"]
+    return Plan(target["label"], target["path"], drafts, prompt_sets, [], settings, None,
+                notes=report.get("peer_notes", []) + report.get("notes", []))
+
+
+def rewrite(path: Path) -> None:
+    """Recompute everything derived in the report at `path` from its records; write .json, .md and .png beside it."""
+    report = json.loads(path.read_text())
+    plan = plan_of(report)
+    records, costs = report["records"], report.get("costs")
+    report["summaries"] = summarize(plan, records, costs)
+    report["peer_ratios"] = {str(i): v for i, v in peer_ratios(plan, records).items()}
+    report["peer_decode_ratios"] = {str(i): v for i, v in peer_ratios(plan, records, decode=True).items()}
+    report["targets"] = check_targets(plan, records, report["summaries"], costs)
+    report["exactness"] = exactness(plan, records)
+    write_outputs(report, plan, path.parent)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.rewrite", description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", type=Path, help="results JSON files written by python -m bench")
+    args = parser.parse_args(argv)
+    for path in args.results:
+        try:
+            rewrite(path)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            print(f"[bench.rewrite] cannot rewrite {path}: {error}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
