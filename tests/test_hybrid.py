@@ -56,7 +56,7 @@ def test_each_source_learns_from_its_own_rounds():
     for _ in range(10):  # the draft keeps failing here
         schedule.next_round(NEW_TEXT)
         schedule.observe_round(4, 0, 0.4, 1.2)
-    assert schedule.model_alpha(0) < 0.2 and schedule.acceptance.alpha(3) > 0.8
+    assert schedule.memory.alpha < 0.2 and schedule.acceptance.alpha(3) > 0.8
     assert schedule.next_round(COPYING).source == PROMPT_LOOKUP
 
 
@@ -81,38 +81,3 @@ def test_greedy_hybrid_with_a_same_family_draft_equals_autoregressive(tiny_pairs
     steps = list(generate(prompt, target, config, "speculative", HYBRID, draft))
     assert [t for s in steps for t in s.token_ids] == want
     assert steps[-1].stats.drafted_by == "hybrid: draft model or prompt lookup"
-
-
-def test_a_model_that_failed_where_lookup_has_nothing_is_tried_there_again():
-    """Judged only on its own rounds, a model that failed a few (a warm-up's prose, say) would never
-    be picked again: where lookup finds nothing it is probed, less often while probes keep nothing."""
-    schedule = timed(alpha_draft=0.05, call_seconds=0.3)
-    sources = []
-    for _ in range(40):
-        plan = schedule.next_round(NEW_TEXT)
-        sources.append(plan.source)
-        if plan.source == DRAFT_MODEL:
-            schedule.observe_round(plan.draft_length, 0, 0.1 * plan.draft_length, 1.2)
-        elif plan.k:
-            schedule.observe_round(plan.k, 0, 1e-5, 1.2)
-        else:
-            schedule.observe_plain(1.0)
-    probes = [i for i, source in enumerate(sources) if source == DRAFT_MODEL]
-    assert probes[:2] == [7, 7 + 16]  # the first after 8 rounds, the next after twice as many
-    kept = timed(alpha_draft=0.05, call_seconds=0.3)
-    kept.unmatched = kept.probe_after
-    plan = kept.next_round(NEW_TEXT)
-    assert plan.source == DRAFT_MODEL
-    kept.observe_round(plan.draft_length, plan.draft_length, 0.1, 1.2)
-    assert kept.probe_after == 8 and kept.model_alpha(0) > 0.4
-
-
-def test_the_models_acceptance_is_kept_per_kind_of_lookup_match():
-    """What the model keeps where lookup has nothing says little of where lookup copies: there lookup stays."""
-    schedule = timed(alpha_draft=0.5)
-    for _ in range(10):
-        schedule._match, schedule._plan = (0, 0), Round(4, 4, DRAFT_MODEL)
-        schedule.observe_round(4, 4, 0.4, 1.2)
-    assert schedule.model_alpha(0) > 0.8 and schedule.model_alpha(3) < schedule.model_alpha(0)
-    assert schedule.next_round(COPYING).source == PROMPT_LOOKUP
-    assert schedule.next_round(NEW_TEXT).source == DRAFT_MODEL

@@ -433,10 +433,6 @@ class LookupK:
 
 
 _PRIOR_DRAFT_LEAD = 2  # match length from which the hybrid tries lookup before the draft model has been timed
-# Rounds where lookup matches little (no match or one token: almost always one, once earlier answers
-# are searched too) and the draft model did not draft, before the hybrid tries the model there once
-# more; doubling while such probes keep no draft, back to the first after one that keeps some.
-_FIRST_PROBE, _MAX_PROBE = 8, 64
 
 
 class HybridK(LookupK):
@@ -449,14 +445,6 @@ class HybridK(LookupK):
     dynamic. Its whole round is counted: after rounds it did not draft, the draft model first
     catches up on what the target kept (a call of its own), so taking over from a copy costs more
     than going on drafting, and the hybrid does not pay for the draft model where lookup would copy.
-
-    Its acceptance is kept per kind of lookup match (as lookup's own), from the pair's as a prior:
-    where a long copy is under way the model may keep no more than lookup would, and a model that
-    keeps code where lookup has nothing must not look as good where lookup copies (probing with one
-    acceptance for all rounds won rounds lookup would have won: HumanEval-11 0.70x). Where lookup
-    matches little, the model is tried again now and then: a source is judged only on the rounds it
-    drafts, and a model that failed a few rounds of prose (acceptance 0.29) was never picked again
-    on code it would have drafted well (fix-bug 0.83x the model alone).
     """
 
     def __init__(
@@ -467,26 +455,16 @@ class HybridK(LookupK):
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
         self.catch_up: float | None = None  # seconds the draft model takes to catch up after rounds it did not draft
-        self.model_kept: dict[int, float] = {}  # the draft model's kept drafts per match key, this generation ...
-        self.model_rejected: dict[int, float] = {}  # ... and rejections
-        self.probe_after = _FIRST_PROBE  # rounds matching little, without the model, before it is tried there
-        self.unmatched = 0  # such rounds since the model last drafted
-
-    def model_alpha(self, key: int) -> float:
-        """The draft model's acceptance on rounds where lookup's match is of this kind, the pair's as the prior."""
-        kept, rejected = self.model_kept.get(key, 0.0), self.model_rejected.get(key, 0.0)
-        return (kept + _PRIOR_WEIGHT * self.memory.alpha) / (kept + rejected + _PRIOR_WEIGHT)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
         m, verify = self.memory, self.cost(self.k + 1)
         if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
             verify += self.catch_up if self.catch_up is not None else m.call_seconds
-        alpha = self.model_alpha(key)
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
             tokens, survive = 1.0, 1.0
             for i in range(self.k):  # the draft model's n tokens, then guesses
-                survive *= alpha if i < n else self.acceptance.alpha(0)
+                survive *= m.alpha if i < n else self.acceptance.alpha(0)
                 tokens += survive
             rates[Round(self.k, n, DRAFT_MODEL)] = tokens / (verify + m.round_seconds(n))
         if not self.dynamic:
@@ -499,13 +477,7 @@ class HybridK(LookupK):
             key, available = self._match = lookup_state(self.lookup, context)
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)
             return self._plan
-        plan = super().next_round(context)
-        if self._match[0] < _PRIOR_DRAFT_LEAD and plan.source != DRAFT_MODEL:
-            self.unmatched += 1
-            if self.unmatched >= self.probe_after:  # lookup has little here: try the model once more
-                rates = {r: rate for r, rate in self.rates(*self._match).items() if r.source == DRAFT_MODEL}
-                self._plan = plan = max(rates, key=rates.get)
-        return plan
+        return super().next_round(context)
 
     def observe_round(
         self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
@@ -520,13 +492,7 @@ class HybridK(LookupK):
             self.catch_up = catch_up_seconds if c is None else _DECAY * c + (1 - _DECAY) * catch_up_seconds
         m = self.memory
         m.observe_acceptance(drafted, accepted, _DECAY)
-        key, accepted = self._match[0], min(accepted, drafted)
         if drafted:
-            self.model_kept[key] = _LOOKUP_DECAY * self.model_kept.get(key, 0.0) + accepted
-            self.model_rejected[key] = _LOOKUP_DECAY * self.model_rejected.get(key, 0.0) + (accepted < drafted)
-            if self.unmatched >= self.probe_after:  # a probe: try sooner next time if it kept something
-                self.probe_after = _FIRST_PROBE if accepted else min(2 * self.probe_after, _MAX_PROBE)
-            self.unmatched = 0
             m.observe_calls(drafted, draft_calls)
             seconds = draft_seconds / (draft_calls or drafted)
             d = m.call_seconds
