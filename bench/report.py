@@ -56,6 +56,19 @@ def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]
     return summaries
 
 
+def derive(plan: Plan, records: list[dict], costs: dict | None) -> dict:
+    """Everything a report derives from its records: summaries, ours ÷ peer (whole run and decode),
+    target verdicts and the f32 exactness checks (a run writes them; bench.rewrite derives them again)."""
+    summaries = summarize(plan, records, costs)
+    return {
+        "summaries": summaries,
+        "peer_ratios": {str(i): v for i, v in peer_ratios(plan, records).items()},
+        "peer_decode_ratios": {str(i): v for i, v in peer_ratios(plan, records, decode=True).items()},
+        "targets": check_targets(plan, records, summaries, costs),
+        "exactness": exactness(plan, records),
+    }
+
+
 def _timed(row: dict, decode: bool) -> tuple[int, float]:
     """(tokens, seconds) of one generation: the whole run, or with `decode` what follows its first token
     (the prefill, which makes it, excluded); (0, 0) when the first token was not timed."""

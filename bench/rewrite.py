@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from bench.plan import Draft, Plan, PromptSet, Setting
-from bench.report import check_targets, exactness, peer_ratios, summarize
+from bench.report import derive
 from bench.run import write_outputs
 
 _DERIVED = ("index", "method", "label")  # settings' keys written for readers, not Setting fields
@@ -33,12 +33,7 @@ def rewrite(path: Path) -> None:
     """Recompute everything derived in the report at `path` from its records; write .json, .md and .png beside it."""
     report = json.loads(path.read_text())
     plan = plan_of(report)
-    records, costs = report["records"], report.get("costs")
-    report["summaries"] = summarize(plan, records, costs)
-    report["peer_ratios"] = {str(i): v for i, v in peer_ratios(plan, records).items()}
-    report["peer_decode_ratios"] = {str(i): v for i, v in peer_ratios(plan, records, decode=True).items()}
-    report["targets"] = check_targets(plan, records, report["summaries"], costs)
-    report["exactness"] = exactness(plan, records)
+    report.update(derive(plan, report["records"], report.get("costs")))
     write_outputs(report, plan, path.parent)
 
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from bench.plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
-from bench.report import check_targets, exactness, markdown, peer_ratios, plot, summarize
+from bench.report import derive, markdown, plot
 from bench.workers import Worker, WorkerError
 from spec.models.embedded import QUICK_REF
 
@@ -295,7 +295,6 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
     finally:
         cost_worker.close()
 
-    summaries = summarize(plan, records, costs)
     ours_info = next((f["info"] for f in families.values() if f["engine"] == "ours"), {})
     compiled = ours_info.get("compiled", {})
     report = {
@@ -325,11 +324,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         },
         "prompt_sets": [{"name": s.name, "kind": s.kind, "description": s.description, "prompts": [p for p, _ in s.prompts]} for s in plan.prompt_sets],
         "settings": [{"index": i, **vars(s), "method": s.method, "label": s.label} for i, s in enumerate(plan.settings)],
-        "summaries": summaries,
-        "peer_ratios": {str(i): v for i, v in peer_ratios(plan, records).items()},
-        "peer_decode_ratios": {str(i): v for i, v in peer_ratios(plan, records, decode=True).items()},
-        "targets": check_targets(plan, records, summaries, costs),
-        "exactness": exactness(plan, records),
+        **derive(plan, records, costs),
         "costs": costs,
         "cost_repeats": args.cost_repeats,
         "families": families,
