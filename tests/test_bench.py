@@ -141,3 +141,69 @@ def test_decode_speedups_leave_out_the_prefill():
     assert summary["decode_speedup"] == pytest.approx(20 / 7.5)
     assert summary["prompt_median_speedup"] == pytest.approx((11 / 6 + 11 / 3.5) / 2)
     assert summary["prompt_median_decode_speedup"] == pytest.approx((2 + 4) / 2)
+
+
+def test_ceiling_finds_the_cheapest_schedule_of_widths():
+    """The ceiling's dynamic program agrees with trying every sequence of call widths."""
+    import random
+
+    from bench.ceiling import WIDTHS, best_decode_speedup
+    from spec.decoding.adaptive_k import prior_width_cost
+
+    def exhaustive(runs, i=1, last=None):
+        if i >= len(runs):
+            return 0.0
+        return min(prior_width_cost(w) + (0.15 if w != last else 0.0) + exhaustive(runs, i + min(runs[i], w - 1) + 1, w)
+                   for w in WIDTHS)
+
+    rng = random.Random(0)
+    for _ in range(20):
+        runs = [0] + [rng.choice([0, 0, 1, 2, 5, 9]) for _ in range(rng.randint(1, 5))]
+        assert best_decode_speedup(runs, prior_width_cost) == pytest.approx((len(runs) - 1 + 0.15) / exhaustive(runs))
+    assert best_decode_speedup([0] * 6, prior_width_cost) == pytest.approx(1.0)  # nothing to copy: plain decoding
+    whole_copy = [0, 32] + [0] * 32  # one call of width 33 makes the 33 tokens after the first
+    assert best_decode_speedup(whole_copy, prior_width_cost) == pytest.approx(33.15 / (prior_width_cost(33) + 0.15))
+
+
+def test_ceiling_rules_copy_from_where_each_may_look():
+    """ours: where our lookup's match points; suffix: the best occurrence after the context's last
+    token; anywhere: the best span anywhere, the other answers included."""
+    from bench.ceiling import ANYWHERE, OURS, RULES, SUFFIX, copy_runs
+
+    prompt = [10, 11, 12, 13, 14]
+    answer = [20, 11, 12, 13, 21, 12, 13, 14]
+    others = [[21, 12, 13, 14]]
+    runs = {rule: copy_runs(prompt, answer, (), rule) for rule in RULES}
+    # after 20 (new): only a copy from anywhere finds 11 12 13
+    assert (runs[OURS][1], runs[SUFFIX][1], runs[ANYWHERE][1]) == (0, 0, 3)
+    # after 11: all three copy 12 13 from the prompt
+    assert (runs[OURS][2], runs[SUFFIX][2], runs[ANYWHERE][2]) == (2, 2, 2)
+    # after 21 (an edit): the prompt's 12 13 14 again, found by no suffix
+    assert (runs[OURS][5], runs[SUFFIX][5], runs[ANYWHERE][5]) == (0, 0, 3)
+    with_others = {rule: copy_runs(prompt, answer, others, rule) for rule in RULES}
+    assert with_others[SUFFIX][5] == 3  # another answer has 21 12 13 14
+    assert with_others[OURS][5] == 0  # ours searches other answers for 3-token matches only
+    for table in (runs, with_others):
+        assert all(o <= s <= a for o, s, a in zip(table[OURS], table[SUFFIX], table[ANYWHERE]))
+    with pytest.raises(ValueError, match="rule"):
+        copy_runs(prompt, answer, (), "oracle")
+
+
+def test_ceiling_reads_a_benchmark_run(smoke_run, tmp_path, capsys):
+    """`python -m bench.ceiling RESULTS.json` sets each prompt's ceilings beside the measured decode speed-up."""
+    from bench.ceiling import main as ceiling
+
+    out, report, _ = smoke_run
+    assert ceiling([str(out / "smoke.json"), "--json", str(tmp_path / "ceilings.json")]) == 0
+    table = capsys.readouterr().out
+    assert "| humaneval | 16 | 1 | decode |" in table and "| humaneval | 16 | 1 | whole run |" in table
+    rows = json.loads((tmp_path / "ceilings.json").read_text())
+    assert {(row["prompt_set"], row["max_new_tokens"]) for row in rows} >= {("humaneval", 8), ("humaneval", 16)}
+    for row in rows:
+        for prompt in row["prompts"]:
+            assert 0 < prompt["ours"] <= prompt["suffix"] <= prompt["anywhere"]
+            assert prompt["ours_whole_run"] <= prompt["ours"]  # the prefill gains nothing
+            assert prompt["measured"] is not None or row["prompt_set"] != "humaneval"  # lookup ran beside it there
+    (tmp_path / "not-results.json").write_text("{}")
+    assert ceiling([str(tmp_path / "not-results.json")]) == 2
+    assert "cannot read" in capsys.readouterr().err
