@@ -433,11 +433,11 @@ class LookupK:
 
 
 _PRIOR_DRAFT_LEAD = 2  # match length from which the hybrid tries lookup before the draft model has been timed
-# Rounds the hybrid goes without the draft model before it probes it again where lookup has no sure
-# copy, doubling while probes confirm that it does not pay. Its estimates change only in rounds it
-# drafts: without probes, a few bad rounds early on (or on an earlier prompt: the pair's memory is
-# shared) left SmolLM2 unused for good on open questions, 1.02x where it alone made 1.22x.
-_HYBRID_FIRST_PAUSE, _HYBRID_MAX_PAUSE = 8, 64
+# The hybrid probes the draft model again where lookup has no sure copy after _FIRST_PAUSE rounds
+# without it, doubling up to this while probes confirm that it does not pay. Its estimates change
+# only in rounds it drafts: without probes, a few bad rounds early on (or on an earlier prompt: the
+# pair's memory is shared) left SmolLM2 unused for good on open questions, 1.02x where it alone made 1.22x.
+_HYBRID_MAX_PAUSE = 64
 
 
 class HybridK(LookupK):
@@ -463,7 +463,7 @@ class HybridK(LookupK):
         self.memory = memory if memory is not None else PairMemory()
         self.catch_up: float | None = None  # seconds the draft model takes to catch up after rounds it did not draft
         self.without_model = 0  # rounds since the draft model last drafted
-        self.pause = _HYBRID_FIRST_PAUSE  # rounds without it before the next probe
+        self.pause = _FIRST_PAUSE  # rounds without it before the next probe
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
@@ -488,7 +488,7 @@ class HybridK(LookupK):
             return self._plan
         plan = super().next_round(context)
         if plan.source == DRAFT_MODEL:  # chosen on its merits
-            self.without_model, self.pause = 0, _HYBRID_FIRST_PAUSE
+            self.without_model, self.pause = 0, _FIRST_PAUSE
         elif self.without_model >= self.pause and self._match[0] < _PRIOR_DRAFT_LEAD:
             self._plan = self.probe()
         else:
