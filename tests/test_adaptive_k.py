@@ -308,3 +308,35 @@ def test_a_long_copy_under_way_verifies_16_to_32_drafts_at_once():
     assert schedule._match == (32, 81)  # a match reaching 50 back; the rest of the context follows it
     assert schedule.next_round(NEW_TEXT).k <= 2
     assert match_key(1) == 1 and match_key(5) == 4 and match_key(40) == 32 and match_key(0, resumed=True) == -1
+
+
+def test_a_plain_step_is_timed_before_lookup_weighs_guesses_against_it():
+    """Having timed only its width-5 call, lookup took no plain step on an AVX2 CPU: priced from that
+    call through another CPU's curve, a plain step looked dear (0.63x plain decoding on an open
+    question). Without a sure copy it now times two plain steps in a row first."""
+    schedule = LookupK(4)
+    schedule.observe_prefill()
+    for seconds in (3.0, 1.9, 1.9):  # verify calls of 5 at 1.9 plain steps, as on that CPU
+        schedule.observe_round(4, 0, 1e-5, seconds)
+    assert schedule.next_round(NEW_TEXT) == Round(0, 0)
+    schedule.observe_plain(1.1)  # right after a width-5 call: no steady sample yet
+    assert schedule.next_round(NEW_TEXT) == Round(0, 0)
+    schedule.observe_plain(1.0)
+    assert schedule.costs.seconds == {1: 1.0, 5: 1.9}
+    for _ in range(3):  # guesses that are never kept
+        schedule._match, schedule._plan = (0, 0), Round(4, 4)
+        schedule.observe_round(4, 0, 1e-5, 1.9)
+    schedule._last_width = 1
+    assert schedule.next_round(NEW_TEXT) == Round(0, 0)  # weighed now, and guesses at 1.9 steps do not pay
+    copying = LookupK(4)
+    copying.costs.seconds = {5: 1.9}
+    assert copying.next_round(COPYING).k > 0  # a sure copy is verified at once
+
+
+def test_a_width_between_two_timed_widths_is_priced_on_their_line():
+    """Another CPU's curve said a width-3 call costs what a plain step does; timed widths 1 and 5
+    of this one say otherwise."""
+    schedule = LookupK(4)
+    schedule.costs.seconds = {1: 0.2, 5: 0.38}
+    assert schedule._steady(3) == pytest.approx(0.29)
+    assert schedule._steady(9) == pytest.approx(0.38 * prior_width_cost(9) / prior_width_cost(5))

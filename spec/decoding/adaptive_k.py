@@ -284,6 +284,11 @@ def prior_width_cost(width: int, curve: dict[int, float] = PRIOR_WIDTH_COST) -> 
     return c1 + (width - w1) * max(0.0, (c1 - c0) / (w1 - w0))
 
 
+# Match length from which lookup's copy is counted on before costs are timed: the hybrid tries lookup
+# before the draft model, and lookup verifies it before a plain step has been timed.
+_SURE_COPY = 2
+
+
 def match_key(length: int, resumed: bool = False) -> int:
     """The acceptance bucket of a lookup match: RESUMED, 0 (none), or the largest bucket <= its length."""
     if resumed:
@@ -383,13 +388,19 @@ class LookupK:
         return seconds
 
     def _steady(self, width: int) -> float:
-        if width in self.costs.seconds:
-            return self.costs.seconds[width]
+        measured = self.costs.seconds
+        if width in measured:
+            return measured[width]
         prior = self.costs.prior
-        if not self.costs.seconds:  # in steps: only ratios matter before anything is measured
+        if not measured:  # in steps: only ratios matter before anything is measured
             return prior_width_cost(width, prior)
-        near = min(self.costs.seconds, key=lambda w: abs(w - width))  # scaled by the prior curve
-        return self.costs.seconds[near] * prior_width_cost(width, prior) / prior_width_cost(near, prior)
+        below = [w for w in measured if w < width]
+        above = [w for w in measured if w > width]
+        if below and above:  # between two timed widths: their own line, not another CPU's curve
+            lo, hi = max(below), min(above)
+            return float(np.interp(width, (lo, hi), (measured[lo], measured[hi])))
+        near = min(measured, key=lambda w: abs(w - width))  # scaled by the prior curve
+        return measured[near] * prior_width_cost(width, prior) / prior_width_cost(near, prior)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         """Expected tokens per second of each round it could take now (k = 0: a plain step)."""
@@ -402,6 +413,12 @@ class LookupK:
         key, available = self._match = lookup_state(self.lookup, context)
         if self._last_width is None and not self.costs.seconds:
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
+        elif 1 not in self.costs.seconds and key < _SURE_COPY:
+            # A plain step is what every round is weighed against: time it (two in a row) before
+            # weighing rounds of guesses. Priced from a verify call through the prior curve of
+            # another CPU, it looked dear on an AVX2 CPU (1.6 steps where a verify call of 5 costs
+            # 1.9, not 1.23), and lookup never took one: 0.63x plain decoding on open questions.
+            self._plan = Round(0, 0)
         else:
             rates = self.rates(key, available)
             self._plan = max(rates, key=rates.get)
@@ -432,7 +449,6 @@ class LookupK:
         self._last_width = width
 
 
-_PRIOR_DRAFT_LEAD = 2  # match length from which the hybrid tries lookup before the draft model has been timed
 # The hybrid probes the draft model again where lookup has no sure copy after _FIRST_PAUSE rounds
 # without it, doubling up to this while probes confirm that it does not pay. Its estimates change
 # only in rounds it drafts: without probes, a few bad rounds early on (or on an earlier prompt: the
@@ -484,12 +500,12 @@ class HybridK(LookupK):
         if self.memory.call_seconds is None or (self._last_width is None and not self.costs.seconds):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
             key, available = self._match = lookup_state(self.lookup, context)
-            self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= _PRIOR_DRAFT_LEAD else DRAFT_MODEL)
+            self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= _SURE_COPY else DRAFT_MODEL)
             return self._plan
         plan = super().next_round(context)
         if plan.source == DRAFT_MODEL:  # chosen on its merits
             self.without_model, self.pause = 0, _FIRST_PAUSE
-        elif self.without_model >= self.pause and self._match[0] < _PRIOR_DRAFT_LEAD:
+        elif self.without_model >= self.pause and self._match[0] < _SURE_COPY:
             self._plan = self.probe()
         else:
             self.without_model += 1
