@@ -394,11 +394,9 @@ class LookupK:
         prior = self.costs.prior
         if not measured:  # in steps: only ratios matter before anything is measured
             return prior_width_cost(width, prior)
-        below = [w for w in measured if w < width]
-        above = [w for w in measured if w > width]
-        if below and above:  # between two timed widths: their own line, not another CPU's curve
-            lo, hi = max(below), min(above)
-            return float(np.interp(width, (lo, hi), (measured[lo], measured[hi])))
+        widths = sorted(measured)
+        if widths[0] < width < widths[-1]:  # between two timed widths: their own line, not another CPU's curve
+            return float(np.interp(width, widths, [measured[w] for w in widths]))
         near = min(measured, key=lambda w: abs(w - width))  # scaled by the prior curve
         return measured[near] * prior_width_cost(width, prior) / prior_width_cost(near, prior)
 
@@ -415,9 +413,9 @@ class LookupK:
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
         elif 1 not in self.costs.seconds and key < _SURE_COPY:
             # A plain step is what every round is weighed against: time it (two in a row) before
-            # weighing rounds of guesses. Priced from a verify call through the prior curve of
-            # another CPU, it looked dear on an AVX2 CPU (1.6 steps where a verify call of 5 costs
-            # 1.9, not 1.23), and lookup never took one: 0.63x plain decoding on open questions.
+            # weighing rounds of guesses, as DynamicK does. Priced from a verify call through another
+            # CPU's curve, it looked 1.6 times its cost on an AVX2 CPU (where a verify call of 5 costs
+            # 1.9 steps, not 1.23), and lookup never took one: 0.63x plain decoding on an open question.
             self._plan = Round(0, 0)
         else:
             rates = self.rates(key, available)
