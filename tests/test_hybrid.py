@@ -112,3 +112,16 @@ def test_greedy_hybrid_with_a_same_family_draft_equals_autoregressive(tiny_pairs
     steps = list(generate(prompt, target, config, "speculative", HYBRID, draft))
     assert [t for s in steps for t in s.token_ids] == want
     assert steps[-1].stats.drafted_by == "hybrid: draft model or prompt lookup"
+
+
+def test_the_draft_models_round_is_checked_at_a_width_the_costs_allow():
+    """Where a call of 5 costs 1.87 steps (an AVX2 CPU), a short model round is checked at its own
+    width; where it costs 1.23 (the Xeon's curve), at K+1 with guesses filling the rest."""
+    from tests.test_adaptive_k import AVX2_CALLS, AVX2_SWITCH, XEON_CALLS, XEON_SWITCH
+
+    for calls, switch, narrow in ((AVX2_CALLS, AVX2_SWITCH, True), (XEON_CALLS, XEON_SWITCH, False)):
+        schedule = timed(alpha_draft=0.55, call_seconds=0.022)
+        schedule.costs.seconds, schedule.costs.switch = dict(calls), switch
+        schedule._plan = Round(4, 2, DRAFT_MODEL)  # right after a model round at width 5
+        plan = schedule.next_round(NEW_TEXT)
+        assert plan.source == DRAFT_MODEL and (plan.k < 4) == narrow, (calls, plan)

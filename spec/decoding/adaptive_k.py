@@ -1,15 +1,19 @@
 """Dynamic K, aware of cost: how many tokens to draft next, or none when drafting does not pay.
 
-Every verify call checks K drafts (see spec.decoding.speculative); what adapts is the draft length n, how
-many of them the drafter makes. n follows transformers' heuristic (+2 after a round that kept every
-draft, -1 otherwise), capped by Leviathan et al.'s cost model: with acceptance rate α, a draft
-model's call costing c plain target steps, and a verify call costing v plain steps (all three
-measured as the generation runs), a round of n drafts yields (1 − α^(n+1)) / (1 − α) tokens for
-(n + e)·c + v steps. e counts the calls a round makes beyond its n drafts (measured too): feeding
-the draft what the target added, and across tokenizers the draft token whose text may still grow;
-charging them per drafted token would make short rounds look dear and stop a draft that pays.
-The verify call has the same width whatever n is, so v does not grow with n, and a drafter that
-costs nothing (prompt lookup) always drafts the whole width.
+A verify call checks up to K drafts (see spec.decoding.speculative); what adapts is the draft length
+n, how many of them the drafter makes, and the width of the call that checks them. n follows
+transformers' heuristic (+2 after a round that kept every draft, -1 otherwise), capped by Leviathan et
+al.'s cost model: with acceptance rate α, a draft model's call costing c plain target steps, and a
+verify call costing v plain steps (all three measured as the generation runs), a round of n drafts
+yields (1 − α^(n+1)) / (1 − α) tokens for (n + e)·c + v steps. e counts the calls a round makes beyond
+its n drafts (measured too): feeding the draft what the target added, and across tokenizers the draft
+token whose text may still grow; charging them per drafted token would make short rounds look dear and
+stop a draft that pays. v is the cheapest width that holds the n drafts, as the target's calls were
+timed per width (CallCosts): where a wide call costs little more than a step (2.5 times the drafts for
+a quarter of a step more, the AMX Xeon's curve) rounds stay at width K+1, since changing width makes
+OpenVINO re-prepare the model; where it is dear (an AVX2 CPU: a call of 5 costs 1.9 steps, of 2 1.2) a
+round of one or two drafts is checked at their own width. A drafter that costs nothing drafts the
+whole width.
 n never goes past the length that yields most per step; when no length beats a plain step, the loop
 takes plain steps for a while, then probes again, doubling the pause each time the probe confirms
 that drafting does not pay. A poor or expensive draft costs little. What was learned before a pause
@@ -84,7 +88,6 @@ class PairMemory:
     draft_cost: float | None = None  # c: a draft model's call ÷ a plain target step
     call_seconds: float | None = None  # seconds of a draft model's call, re-encoding included (the hybrid's measure)
     extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
-    verify_cost: float | None = None  # v: a verify call ÷ a plain step
     t_step: float | None = None  # seconds of a plain (1-token) target step
     plain_left: int = 0  # plain steps still to take before the next probe
     pause: int = _FIRST_PAUSE  # the length of the next pause
@@ -124,12 +127,14 @@ class PairMemory:
 class DynamicK:
     """How many tokens the drafter makes each round, from what earlier rounds (and generations) measured.
 
-    K (`k`) is fixed for a generation: every verify call checks K drafts, at width K+1. What adapts is
-    the draft length, how many of those K a draft model makes (free guesses fill the rest), down to
-    none: a plain target step. DynamicK also keeps the bookkeeping its measurements need: the width
-    of the previous target call, since a call right after one of another width also pays for
-    OpenVINO re-preparing the model (the first plain step after the prompt, the first round after a
-    pause) and is no fair sample of a step's or a round's cost.
+    K (`k`) is the most a verify call checks. What adapts is the draft length, how many tokens a
+    draft model makes, down to none: a plain target step; the round is checked at the cheapest width
+    that holds them (free guesses fill the rest), as the target's calls were timed (`costs`, shared by
+    its generations). DynamicK also keeps the bookkeeping its measurements need: the width of the
+    previous target call, since a call right after one of another width also pays for OpenVINO
+    re-preparing the model (the first plain step after the prompt, the first round after a pause)
+    and is no fair sample of a step's or a round's cost. Fixed K (`dynamic` False) checks K drafts
+    every round.
     """
 
     def __init__(
@@ -139,44 +144,56 @@ class DynamicK:
         free: bool = False,
         memory: PairMemory | None = None,
         first_draft_length: int | None = None,
+        costs: CallCosts | None = None,
     ):
         self.k = k
         self.dynamic = dynamic
         self.free = free  # the drafter costs nothing, so it is judged on the whole width it fills
         self.memory = memory if memory is not None else PairMemory()
+        self.costs = costs if costs is not None else CallCosts()  # the target's, shared with its other generations
         self.draft_length = k if first_draft_length is None else first_draft_length  # the heuristic's current length
         self._last_width: int | None = None  # input width of the previous target call; None: unknown
+        self._round_k = k  # drafts the round just planned checks
 
     @property
     def alpha(self) -> float:
         return self.memory.alpha
 
-    def best_draft_length(self, alpha: float | None = None) -> tuple[int, float]:
+    def verify_cost(self, n: int, switch: bool = False) -> tuple[int, float]:
+        """The K of the cheapest verify call for n drafts (n..K; the free drafter's and fixed K's: K), and
+        its cost in plain steps; with `switch`, a change from the previous call's width counted.
+        Before a call wider than a step was timed, from the prior curve."""
+        last = self._last_width if switch else None
+        step = self.costs.steady(1)
+        widths = range(n, self.k + 1) if self.dynamic and not self.free else (self.k,)
+        return min(((k, self.costs.cost(k + 1, last) / step) for k in widths), key=lambda kv: (kv[1], -kv[0]))
+
+    def best_draft_length(self, alpha: float | None = None, memory: PairMemory | None = None) -> tuple[int, float]:
         """The draft length (1..K) the cost model expects to yield most per step, and that speed-up,
         at the recent acceptance unless `alpha` is given."""
-        m = self.memory
-        if m.draft_cost is None or m.verify_cost is None:
+        m = self.memory if memory is None else memory
+        if m.draft_cost is None or not any(w > 1 for w in self.costs.seconds):
             return self.k, float("inf")  # nothing measured yet: let the heuristic decide
         alpha = m.alpha if alpha is None else alpha
         return max(
             # A round's extra calls cost as much whatever n is: they join the verify call's fixed cost.
-            ((n, predicted_speedup(alpha, n, m.draft_cost, m.verify_cost + m.extra_calls * m.draft_cost))
+            ((n, predicted_speedup(alpha, n, m.draft_cost, self.verify_cost(n)[1] + m.extra_calls * m.draft_cost))
              for n in range(1, self.k + 1)),
             key=lambda pair: pair[1],
         )
 
-    def drafting_pays(self) -> bool:
+    def drafting_pays(self, memory: PairMemory | None = None) -> bool:
         """Whether some draft length beats a plain step, at the recent acceptance or over the long record."""
-        return self.best_draft_length()[1] > 1.0 or self.best_draft_length(self.memory.long_alpha)[1] > 1.0
+        m = self.memory if memory is None else memory
+        return self.best_draft_length(memory=m)[1] > 1.0 or self.best_draft_length(m.long_alpha, m)[1] > 1.0
 
     def probe_length(self) -> int:
         """The draft length of a probe after a pause: the fewest drafts that, all kept, would make
         drafting pay again; the best length when none would (the draft is too dear whatever it keeps)."""
-        m = self.memory
         for n in range(1, self.k + 1):
-            kept = replace(m)
+            kept = replace(self.memory)
             kept.observe_acceptance(n, n, _ALPHA_DECAY)
-            if DynamicK(self.k, memory=kept).drafting_pays():
+            if self.drafting_pays(kept):
                 return n
         return self.best_draft_length()[0]
 
@@ -196,9 +213,12 @@ class DynamicK:
         return min(self.draft_length, self.best_draft_length()[0])
 
     def next_round(self, context) -> Round:
-        """The next round: K drafts, of which the drafter makes the draft length; or a plain step."""
+        """The next round: the draft length, checked at the cheapest width that holds it; or a plain step."""
         n = self.next_draft_length()
-        return Round(self.k, n) if n > 0 else Round(0, 0)
+        if n == 0:
+            return Round(0, 0)
+        self._round_k = self.verify_cost(n, switch=True)[0]
+        return Round(self._round_k, n)
 
     def observe_prefill(self) -> None:
         """The prompt went through the target: the next call changes width."""
@@ -206,6 +226,7 @@ class DynamicK:
 
     def observe_plain(self, seconds: float) -> None:
         """Learn a plain step's cost, when it is a fair sample."""
+        self.costs.observe(1, seconds, self._last_width)
         fair, self._last_width = self._last_width == 1, 1
         if not fair:
             return
@@ -224,7 +245,9 @@ class DynamicK:
         guesses are lookups too: a round without any match then still counts, so a prompt that
         never repeats itself leads to plain steps.
         """
-        fair, self._last_width = self._last_width == self.k + 1, self.k + 1
+        width = self._round_k + 1
+        self.costs.observe(width, verify_seconds, self._last_width)
+        self._last_width = width
         judged = self.k if self.free else drafted
         accepted = min(accepted, judged)
         if not self.dynamic or judged == 0:
@@ -240,9 +263,6 @@ class DynamicK:
         m.observe_calls(drafted, draft_calls)
         c = draft_seconds / calls / m.t_step
         m.draft_cost = c if m.draft_cost is None else _DECAY * m.draft_cost + (1 - _DECAY) * c
-        if fair:
-            v = verify_seconds / m.t_step
-            m.verify_cost = v if m.verify_cost is None else _DECAY * m.verify_cost + (1 - _DECAY) * v
         if self.drafting_pays():
             m.pause = _FIRST_PAUSE
         else:
@@ -355,6 +375,35 @@ class CallCosts:
         """Nothing timed yet, and the prior curve measured at this precision."""
         return cls(prior=PRIOR_WIDTH_COST_F32 if precision == F32 else PRIOR_WIDTH_COST)
 
+    def cost(self, width: int, last_width: int | None) -> float:
+        """Seconds a call of this width takes right after one of `last_width`, counting the switch when it differs."""
+        seconds = self.steady(width)
+        if last_width is not None and width != last_width:
+            seconds += self.switch if self.switch is not None else _PRIOR_SWITCH * self.steady(1)
+        return seconds
+
+    def steady(self, width: int) -> float:
+        """Seconds a call of this width takes among calls of the same width (in steps before any is timed)."""
+        measured = self.seconds
+        if width in measured:
+            return measured[width]
+        if not measured:  # in steps: only ratios matter before anything is measured
+            return prior_width_cost(width, self.prior)
+        widths = sorted(measured)
+        if widths[0] < width < widths[-1]:  # between two timed widths: their own line, not another CPU's curve
+            return float(np.interp(width, widths, [measured[w] for w in widths]))
+        near = min(measured, key=lambda w: abs(w - width))  # scaled by the prior curve
+        return measured[near] * prior_width_cost(width, self.prior) / prior_width_cost(near, self.prior)
+
+    def observe(self, width: int, seconds: float, last_width: int | None) -> None:
+        """Learn from a call of this width that took `seconds` right after one of `last_width` (None: unknown)."""
+        if last_width == width:
+            old = self.seconds.get(width)
+            self.seconds[width] = seconds if old is None else _DECAY * old + (1 - _DECAY) * seconds
+        elif last_width is not None and width in self.seconds:
+            extra = max(0.0, seconds - self.seconds[width])
+            self.switch = extra if self.switch is None else _DECAY * self.switch + (1 - _DECAY) * extra
+
 
 class LookupK:
     """Dynamic K for prompt lookup, which costs nothing to draft: each round, the K whose verify call
@@ -382,23 +431,7 @@ class LookupK:
 
     def cost(self, width: int) -> float:
         """Seconds a call of this width takes now, counting the switch when the width changes."""
-        seconds = self._steady(width)
-        if self._last_width is not None and width != self._last_width:
-            seconds += self.costs.switch if self.costs.switch is not None else _PRIOR_SWITCH * self._steady(1)
-        return seconds
-
-    def _steady(self, width: int) -> float:
-        measured = self.costs.seconds
-        if width in measured:
-            return measured[width]
-        prior = self.costs.prior
-        if not measured:  # in steps: only ratios matter before anything is measured
-            return prior_width_cost(width, prior)
-        widths = sorted(measured)
-        if widths[0] < width < widths[-1]:  # between two timed widths: their own line, not another CPU's curve
-            return float(np.interp(width, widths, [measured[w] for w in widths]))
-        near = min(measured, key=lambda w: abs(w - width))  # scaled by the prior curve
-        return measured[near] * prior_width_cost(width, prior) / prior_width_cost(near, prior)
+        return self.costs.cost(width, self._last_width)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         """Expected tokens per second of each round it could take now (k = 0: a plain step)."""
@@ -438,12 +471,7 @@ class LookupK:
         self._observe_call(self._plan.k + 1, verify_seconds)
 
     def _observe_call(self, width: int, seconds: float) -> None:
-        if self._last_width == width:
-            old = self.costs.seconds.get(width)
-            self.costs.seconds[width] = seconds if old is None else _DECAY * old + (1 - _DECAY) * seconds
-        elif self._last_width is not None and width in self.costs.seconds:
-            extra = max(0.0, seconds - self.costs.seconds[width])
-            self.costs.switch = extra if self.costs.switch is None else _DECAY * self.costs.switch + (1 - _DECAY) * extra
+        self.costs.observe(width, seconds, self._last_width)
         self._last_width = width
 
 
@@ -459,8 +487,8 @@ class HybridK(LookupK):
     expected to keep more tokens per second of the round.
 
     The draft model's side: its acceptance, the seconds of one of its calls (re-encoding included)
-    and the calls a round makes beyond its drafts, as this pair measured them, drafting n of the K
-    slots of a verify call at width K+1 (free guesses fill the rest), n chosen by the same rate when
+    and the calls a round makes beyond its drafts, as this pair measured them, drafting n tokens
+    checked at a width of n+1 to K+1 (free guesses fill the rest), both chosen by the same rate when
     dynamic. Its whole round is counted: after rounds it did not draft, the draft model first
     catches up on what the target kept (a call of its own), so taking over from a copy costs more
     than going on drafting, and the hybrid does not pay for the draft model where lookup would copy.
@@ -481,15 +509,16 @@ class HybridK(LookupK):
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
-        m, verify = self.memory, self.cost(self.k + 1)
+        m, behind = self.memory, 0.0
         if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
-            verify += self.catch_up if self.catch_up is not None else m.call_seconds
+            behind = self.catch_up if self.catch_up is not None else m.call_seconds
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
-            tokens, survive = 1.0, 1.0
-            for i in range(self.k):  # the draft model's n tokens, then guesses
-                survive *= m.alpha if i < n else self.acceptance.alpha(0)
-                tokens += survive
-            rates[Round(self.k, n, DRAFT_MODEL)] = tokens / (verify + m.round_seconds(n))
+            for k in range(n, self.k + 1) if self.dynamic else (self.k,):  # checked at width n+1 to K+1
+                tokens, survive = 1.0, 1.0
+                for i in range(k):  # the draft model's n tokens, then guesses
+                    survive *= m.alpha if i < n else self.acceptance.alpha(0)
+                    tokens += survive
+                rates[Round(k, n, DRAFT_MODEL)] = tokens / (self.cost(k + 1) + behind + m.round_seconds(n))
         if not self.dynamic:
             rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates

@@ -268,8 +268,8 @@ def pad_draft(context: Sequence[int], draft: np.ndarray, k: int, max_ngram_size:
 
     OpenVINO's CPU plugin re-prepares every layer when a model's input width changes, which costs
     about half a one-token step on a small model; at a width it has just seen, verifying K+1 tokens
-    costs little more than one. So every verify call gets the same width, and the slots a drafter
-    leaves empty hold guesses that cost nothing and are sometimes right. They are drafts like any
+    costs little more than one on a CPU with AMX. There a verify call keeps its width, and the slots
+    a drafter leaves empty hold guesses that cost nothing and are sometimes right. They are drafts like any
     other (deterministic ones, q one-hot), so the acceptance rule keeps the output exact.
     """
     if len(draft) >= k:

@@ -4,10 +4,11 @@
 draft model (inside its drafter). Output follows p exactly: token for token the same as greedy
 autoregressive decoding when greedy, and the same distribution when sampling.
 
-Every verify call checks K drafts, at width K+1 (the pending token and the drafts): a drafter that
-makes fewer than K tokens (a draft model that dynamic K holds back, prompt lookup without a long
-enough match) has the rest filled with free guesses (`pad_draft`), because changing the width
-costs more than verifying them.
+A verify call checks the round's K drafts at width K+1 (the pending token and the drafts), K chosen
+by dynamic K each round from what the target's calls of each width cost (see adaptive_k): a drafter
+that makes fewer tokens than the round's K (a draft model that dynamic K holds back, prompt lookup
+without a long enough match) has the rest filled with free guesses (`pad_draft`), where changing the
+width would cost more than verifying them.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def speculative(
     elif dynamic_k and drafter.free:  # the schedule asks the lookup what it would copy
         schedule = LookupK(k, lookup_ngram, lookup=drafter if isinstance(drafter, PromptLookupDrafter) else None, costs=costs)
     else:
-        schedule = DynamicK(k, dynamic_k, drafter.free, memory)
+        schedule = DynamicK(k, dynamic_k, drafter.free, memory, costs=costs)
     stats = generation.stats
     stats.drafted_by = drafter.name
     generation.resume()
