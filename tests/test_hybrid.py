@@ -36,8 +36,13 @@ def test_lookup_where_the_answer_copies_the_prompt_and_the_draft_where_it_does_n
 
 def test_taking_over_from_lookup_pays_for_the_draft_models_catch_up():
     """Right after lookup rounds the draft model must first be fed what the target kept: that call
-    is part of the round it would draft, and a dear one can halve what the round yields per second."""
+    is part of the round it would draft, and a dear one can halve what the round yields per second.
+    Reading the prompt, the model's first round, is no such call: for SmolLM2 drafting for Qwen it took
+    0.4 s against 0.1 s for a catch-up, and priced every generation's model rounds after lookup as dear."""
     schedule = timed(alpha_draft=0.6, call_seconds=0.06)
+    schedule._plan = Round(4, 4, DRAFT_MODEL)
+    schedule.observe_round(4, 2, 0.24, 1.2, catch_up_seconds=3.0)  # reading the prompt: no catch-up
+    assert schedule.catch_up is None
     for _ in range(6):  # lookup rounds without a match: its guesses are seldom kept
         schedule._match, schedule._plan = (0, 0), Round(4, 4, PROMPT_LOOKUP)
         schedule.observe_round(4, 0, 1e-5, 1.2)

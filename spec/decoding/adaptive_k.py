@@ -504,6 +504,7 @@ class HybridK(LookupK):
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
         self.catch_up: float | None = None  # seconds the draft model takes to catch up after rounds it did not draft
+        self._read_prompt = False  # whether the draft model has read the prompt (its first round's "catch-up")
         self.without_model = 0  # rounds since the draft model last drafted
         self.pause = _FIRST_PAUSE  # rounds without it before the next probe
 
@@ -554,8 +555,10 @@ class HybridK(LookupK):
             return
         self._observe_call(self._plan.k + 1, verify_seconds)
         if catch_up_seconds:
-            c = self.catch_up
-            self.catch_up = catch_up_seconds if c is None else _DECAY * c + (1 - _DECAY) * catch_up_seconds
+            if self._read_prompt:  # the first is reading the prompt: no catch-up after a few rounds
+                c = self.catch_up
+                self.catch_up = catch_up_seconds if c is None else _DECAY * c + (1 - _DECAY) * catch_up_seconds
+            self._read_prompt = True
         m = self.memory
         m.observe_acceptance(drafted, accepted, _DECAY)
         if drafted:
