@@ -32,9 +32,9 @@ def measured(k: int = 10, first_draft_length: int = 4, **kwargs) -> DynamicK:
     schedule.observe_prefill()
     assert schedule.next_draft_length() == 0  # the first step is plain: it measures what a round must beat
     schedule.observe_plain(T)  # right after the prompt's width: no fair sample
-    assert schedule.memory.t_step is None and schedule.next_draft_length() == 0
+    assert schedule.t_step is None and schedule.next_draft_length() == 0
     schedule.observe_plain(T)
-    assert schedule.memory.t_step == T
+    assert schedule.t_step == T
     return schedule
 
 
@@ -84,7 +84,7 @@ def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
     a third of its drafts over its first rounds and paused; then it would pay. The pause's plain
     steps fade that start and one good probe resumes drafting (before, a 1-token probe could not
     outweigh six rounds of history: 276 plain steps of 286 calls on HumanEval/2)."""
-    memory = PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0, t_step=T,
+    memory = PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
                         plain_left=8, pause=16)
     schedule = DynamicK(4, memory=memory, costs=CallCosts({1: T, 5: 1.23 * T}))
     assert schedule.best_draft_length()[1] < 1
@@ -95,7 +95,7 @@ def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
     assert schedule.next_draft_length() > 0
     # A probe that keeps nothing confirms the pause, twice as long.
     paused = DynamicK(4, memory=PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
-                                           t_step=T, plain_left=8, pause=16), costs=CallCosts({1: T, 5: 1.23 * T}))
+                                           plain_left=8, pause=16), costs=CallCosts({1: T, 5: 1.23 * T}))
     assert [paused.next_draft_length() for _ in range(8)] == [0] * 8
     probe = paused.next_draft_length()
     paused.observe_round(probe, 0, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1)
@@ -109,8 +109,8 @@ def test_a_draft_that_pays_on_its_record_drafts_through_a_few_unlucky_rounds():
     pays, so it drafts on; a draft whose record does not pay pauses as before."""
     def pair(long_accepted: float, long_rejected: float) -> DynamicK:
         return DynamicK(4, memory=PairMemory(accepted=3.0, rejected=1.0, long_accepted=long_accepted,
-                                             long_rejected=long_rejected, draft_cost=0.19, extra_calls=1.3,
-                                             t_step=T), costs=CallCosts({1: T, 5: 1.19 * T}))
+                                             long_rejected=long_rejected, draft_cost=0.19, extra_calls=1.3),
+                        costs=CallCosts({1: T, 5: 1.19 * T}))
 
     for schedule, pauses in [(pair(40.0, 10.0), False), (pair(5.0, 5.0), True)]:
         for _ in range(3):
@@ -145,7 +145,7 @@ def test_what_a_pair_learned_carries_over_to_its_next_generation():
     first.observe_round(3, 2, draft_seconds=0.8 * T * 3, verify_seconds=1.5 * T)
     for _ in range(3):
         first.next_draft_length()  # the generation ends 3 steps into its 8-step pause
-    second = DynamicK(10, first_draft_length=4, memory=memory)
+    second = DynamicK(10, first_draft_length=4, memory=memory, costs=first.costs)  # the same target's
     assert [second.next_draft_length() for _ in range(5)] == [0] * 5  # the rest of the pause: no re-learning
     assert second.next_draft_length() == 1
     # A fresh pair starts by measuring: plain steps, then the length asked for.
@@ -169,7 +169,7 @@ def test_calls_that_are_no_fair_sample_do_not_move_the_costs():
     schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=1.1 * T)
     assert schedule.costs.seconds[5] == pytest.approx(1.1 * T)
     schedule.observe_plain(3 * T)  # the first plain step after rounds
-    assert schedule.memory.t_step == T
+    assert schedule.t_step == T
 
 
 # Seconds of the target's calls per width: Qwen2.5-Coder-1.5B INT8 on an AVX2-only CPU (bench/results/
@@ -181,7 +181,7 @@ XEON_CALLS, XEON_SWITCH = {w: 0.194 * prior_width_cost(w) for w in (1, 2, 3, 5, 
 def smollm2_for_qwen(alpha: float, calls: dict[int, float], switch: float, dynamic: bool = True) -> DynamicK:
     """SmolLM2 drafting for Qwen (a call 0.115 steps, one call more per round than it drafts), right after a round of 5."""
     memory = PairMemory(accepted=10 * alpha, rejected=10 * (1 - alpha), long_accepted=10 * alpha,
-                        long_rejected=10 * (1 - alpha), draft_cost=0.115, extra_calls=1.0, t_step=calls[1])
+                        long_rejected=10 * (1 - alpha), draft_cost=0.115, extra_calls=1.0)
     schedule = DynamicK(4, dynamic, memory=memory, costs=CallCosts(dict(calls), switch))
     schedule._last_width = 5
     return schedule

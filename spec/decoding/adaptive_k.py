@@ -88,7 +88,6 @@ class PairMemory:
     draft_cost: float | None = None  # c: a draft model's call ÷ a plain target step
     call_seconds: float | None = None  # seconds of a draft model's call, re-encoding included (the hybrid's measure)
     extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
-    t_step: float | None = None  # seconds of a plain (1-token) target step
     plain_left: int = 0  # plain steps still to take before the next probe
     pause: int = _FIRST_PAUSE  # the length of the next pause
     probe_cost: float | None = None  # what catching the draft up after a pause cost, in plain steps
@@ -159,14 +158,29 @@ class DynamicK:
     def alpha(self) -> float:
         return self.memory.alpha
 
-    def verify_cost(self, n: int, switch: bool = False) -> tuple[int, float]:
-        """The K of the cheapest verify call for n drafts (n..K; the free drafter's and fixed K's: K), and
-        its cost in plain steps; with `switch`, a change from the previous call's width counted.
-        Before a call wider than a step was timed, from the prior curve."""
+    @property
+    def t_step(self) -> float | None:
+        """Seconds of a plain (1-token) target step, once two in a row were timed."""
+        return self.costs.seconds.get(1)
+
+    def verify_costs(self, switch: bool = False) -> list[tuple[int, float]]:
+        """Per draft length n (at index n - 1): the K of the cheapest verify call that holds n drafts
+        (n..K; the free drafter's and fixed K's: K), and its cost in plain steps; with `switch`, a
+        change from the previous call's width counted. Before a width is timed, from the prior curve."""
         last = self._last_width if switch else None
         step = self.costs.steady(1)
-        widths = range(n, self.k + 1) if self.dynamic and not self.free else (self.k,)
-        return min(((k, self.costs.cost(k + 1, last) / step) for k in widths), key=lambda kv: (kv[1], -kv[0]))
+        if not self.dynamic or self.free:
+            return [(self.k, self.costs.cost(self.k + 1, last) / step)] * self.k
+        cheapest, best = [], None
+        for k in range(self.k, 0, -1):  # from the widest down: the cheapest of widths k+1..K+1 (ties: the wider)
+            cost = self.costs.cost(k + 1, last) / step
+            best = (k, cost) if best is None or cost < best[1] else best
+            cheapest.append(best)
+        return cheapest[::-1]
+
+    def verify_cost(self, n: int, switch: bool = False) -> tuple[int, float]:
+        """The K and cost in plain steps of the cheapest verify call for n drafts (see verify_costs)."""
+        return self.verify_costs(switch)[n - 1]
 
     def best_draft_length(self, alpha: float | None = None, memory: PairMemory | None = None) -> tuple[int, float]:
         """The draft length (1..K) the cost model expects to yield most per step, and that speed-up,
@@ -175,9 +189,10 @@ class DynamicK:
         if m.draft_cost is None or not any(w > 1 for w in self.costs.seconds):
             return self.k, float("inf")  # nothing measured yet: let the heuristic decide
         alpha = m.alpha if alpha is None else alpha
+        verify = self.verify_costs()
         return max(
             # A round's extra calls cost as much whatever n is: they join the verify call's fixed cost.
-            ((n, predicted_speedup(alpha, n, m.draft_cost, self.verify_cost(n)[1] + m.extra_calls * m.draft_cost))
+            ((n, predicted_speedup(alpha, n, m.draft_cost, verify[n - 1][1] + m.extra_calls * m.draft_cost))
              for n in range(1, self.k + 1)),
             key=lambda pair: pair[1],
         )
@@ -202,7 +217,7 @@ class DynamicK:
         if not self.dynamic:
             return self.k
         m = self.memory
-        if m.t_step is None:
+        if self.t_step is None:
             return 0  # a plain step first: it measures what a round must beat
         if m.plain_left > 0:
             m.plain_left -= 1
@@ -225,13 +240,9 @@ class DynamicK:
         self._last_width = None
 
     def observe_plain(self, seconds: float) -> None:
-        """Learn a plain step's cost, when it is a fair sample."""
+        """Learn a plain step's cost, when it is a fair sample (see CallCosts.observe)."""
         self.costs.observe(1, seconds, self._last_width)
-        fair, self._last_width = self._last_width == 1, 1
-        if not fair:
-            return
-        m = self.memory
-        m.t_step = seconds if m.t_step is None else _DECAY * m.t_step + (1 - _DECAY) * seconds
+        self._last_width = 1
 
     def observe_round(
         self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
@@ -255,13 +266,14 @@ class DynamicK:
         self.draft_length = min(self.draft_length + 2, self.k) if accepted == judged else max(1, self.draft_length - 1)
         m = self.memory
         m.observe_acceptance(judged, accepted, _ALPHA_DECAY)
-        if m.t_step is None:
+        t_step = self.t_step
+        if t_step is None:
             return
         if catch_up_seconds:
-            m.probe_cost = catch_up_seconds / m.t_step
+            m.probe_cost = catch_up_seconds / t_step
         calls = draft_calls or judged  # a drafter without calls (lookup) is priced per token
         m.observe_calls(drafted, draft_calls)
-        c = draft_seconds / calls / m.t_step
+        c = draft_seconds / calls / t_step
         m.draft_cost = c if m.draft_cost is None else _DECAY * m.draft_cost + (1 - _DECAY) * c
         if self.drafting_pays():
             m.pause = _FIRST_PAUSE
@@ -513,13 +525,15 @@ class HybridK(LookupK):
         m, behind = self.memory, 0.0
         if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
             behind = self.catch_up if self.catch_up is not None else m.call_seconds
+        verify = {k: self.cost(k + 1) for k in (range(1, self.k + 1) if self.dynamic else (self.k,))}
+        guessed = self.acceptance.alpha(0)
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
-            for k in range(n, self.k + 1) if self.dynamic else (self.k,):  # checked at width n+1 to K+1
-                tokens, survive = 1.0, 1.0
-                for i in range(k):  # the draft model's n tokens, then guesses
-                    survive *= m.alpha if i < n else self.acceptance.alpha(0)
-                    tokens += survive
-                rates[Round(k, n, DRAFT_MODEL)] = tokens / (self.cost(k + 1) + behind + m.round_seconds(n))
+            tokens, survive = 1.0, 1.0
+            for k in range(1, self.k + 1):  # the draft model's n tokens, then guesses up to width K+1
+                survive *= m.alpha if k <= n else guessed
+                tokens += survive
+                if k >= n and k in verify:
+                    rates[Round(k, n, DRAFT_MODEL)] = tokens / (verify[k] + behind + m.round_seconds(n))
         if not self.dynamic:
             rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates
