@@ -12,7 +12,9 @@ whether each text equals autoregressive decoding's, and the decode speed-up the 
 the same pinned costs, for a before/after. `--replay` runs prompt lookup against a stand-in target
 that answers with the autoregressive tokens `--ar` recorded: under greedy decoding the real target
 gives the same answers, so the calls are the same, in seconds and without the model (a way to try
-a drafting rule; the real run is what checks the texts).
+a drafting rule; the real run is what checks the texts). `--ar-from RESULTS.json` takes those tokens
+from a benchmark run's greedy autoregressive answers instead, and `--curve RESULTS.json` prices widths
+on the curve that run timed (bench.curve), for a CPU whose curve is not the prior's.
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ import statistics
 import sys
 from collections import Counter
 from pathlib import Path
+
+from bench.curve import measured_curve
 
 SWITCH = 0.15  # steps a call pays right after one of another width (the committed Qwen benchmark: 1→5 and 5→1, 0.15-0.16)
 DRAFT_CALL = 0.15  # a SmolLM2-135M call ÷ a Qwen2.5-Coder-1.5B step (11.4 ms ÷ 77.6 ms, ENVIRONMENT.md)
@@ -40,16 +44,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", action="store_true", help="prompt lookup against the tokens --ar recorded, no model")
     parser.add_argument("--history", action="store_true",
                         help="with --replay: lookup also searches the answers to the prompts before (spec.decoding.history)")
+    parser.add_argument("--ar-from", type=Path, help="with --replay: the autoregressive tokens of a benchmark's results JSON")
+    parser.add_argument("--curve", type=Path, help="price widths on the cost curve a benchmark's results JSON timed")
     args = parser.parse_args(argv)
 
-    from spec.decoding.adaptive_k import prior_width_cost  # the curve predictions use, whichever engine runs
+    from spec.decoding.adaptive_k import PRIOR_WIDTH_COST, prior_width_cost  # the curve predictions use, whichever engine runs
+
+    points, args.switch = PRIOR_WIDTH_COST, SWITCH
+    try:
+        if args.curve:
+            points, args.switch = measured_curve(json.loads(args.curve.read_text()))
+        ar_from = answers_from_results(json.loads(args.ar_from.read_text())) if args.ar_from else {}
+    except (OSError, ValueError, KeyError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
     if args.engine:  # swap in the other engine before anything else of spec is imported
         for name in [m for m in sys.modules if m == "spec" or m.startswith("spec.")]:
             del sys.modules[name]
         sys.path.insert(0, str(args.engine.resolve()))
     prompt_set = _prompt_set(args.prompts)
-    records = run(prompt_set, args, prior_width_cost)
+    records = run(prompt_set, args, lambda width: prior_width_cost(width, points), ar_from)
     if args.out:
         args.out.write_text(json.dumps(records, indent=1))
     print(table(records, prompt_set.name, args.max_new_tokens))
@@ -62,17 +77,31 @@ def _prompt_set(value: str):
     return read_prompt_sets([value], None)[0]
 
 
-def run(prompt_set, args: argparse.Namespace, curve) -> list[dict]:
+def answers_from_results(report: dict) -> dict[str, list[int]]:
+    """A benchmark run's greedy autoregressive answers (its first repeat), keyed as --ar keys them."""
+    answers = {}
+    for setting in report["settings"]:
+        if setting["engine"] == "ours" and setting["mode"] == "autoregressive" and not setting["sampled"]:
+            for record in report["records"]:
+                if record["setting"] == setting["index"] and record["repeat"] == 0:
+                    answers[f"{setting['prompt_set']}/{record['prompt']}/{setting['max_new_tokens']}"] = record["tokens"]
+    if not answers:
+        raise ValueError(f"benchmark {report.get('name', '?')!r} has no greedy autoregressive answers of ours")
+    return answers
+
+
+def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int]] | None = None) -> list[dict]:
     import spec.decoding.speculative as speculative
     from spec import GenerationConfig, ModelKey, generate, load_model
     from spec.decoding.runtime import StatefulLM
 
     ar_cache = json.loads(args.ar.read_text()) if args.ar and args.ar.exists() else {}
+    ar_cache.update(ar_from or {})
     if args.replay:
         return replay(prompt_set, args, curve, ar_cache)
     target = load_model(ModelKey(TARGET, precision="f32"))
     draft = load_model(ModelKey(DRAFT, precision="f32")) if "hybrid" in args.drafter else None
-    _pin_costs(speculative, curve)
+    _pin_costs(speculative, curve, args.switch)
     calls: list[tuple[object, int]] = []
     forward = StatefulLM.forward
 
@@ -97,18 +126,20 @@ def run(prompt_set, args: argparse.Namespace, curve) -> list[dict]:
             tokens = [t for s in steps for t in s.token_ids]
             widths = [n for model, n in calls if model is target.model][1:]  # the prefill left out
             draft_calls = sum(1 for model, _ in calls if draft is not None and model is draft.model)
-            records.append(_record(prompt_id, drafter, tokens, want, widths, draft_calls, curve))
+            records.append(_record(prompt_id, drafter, tokens, want, widths, draft_calls, curve, args.switch))
     StatefulLM.forward = forward
     return records
 
 
-def _record(prompt_id: str, drafter: str, tokens: list[int], want: list[int], widths: list[int], draft_calls: int, curve) -> dict:
-    cost = _cost(widths, curve) + DRAFT_CALL * draft_calls
+def _record(
+    prompt_id: str, drafter: str, tokens: list[int], want: list[int], widths: list[int], draft_calls: int, curve, switch: float,
+) -> dict:
+    cost = _cost(widths, curve, switch) + DRAFT_CALL * draft_calls
     record = {
         "prompt": prompt_id, "drafter": drafter, "tokens": len(tokens), "identical": tokens == want,
         "target_calls": len(widths) + 1, "tokens_per_call": len(tokens) / (len(widths) + 1),
         "widths": dict(sorted(Counter(widths).items())), "draft_calls": draft_calls,
-        "predicted_decode_speedup": (len(want) - 1 + SWITCH) / cost if cost else None,
+        "predicted_decode_speedup": (len(want) - 1 + switch) / cost if cost else None,
     }
     print(json.dumps(record), file=sys.stderr, flush=True)
     return record
@@ -128,7 +159,7 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
     from spec.decoding.sampling import Sampler
     from spec.models.resolve import resolve_model
 
-    _pin_costs(speculative, curve)
+    _pin_costs(speculative, curve, args.switch)
     history = AnswerHistory() if args.history else None
     folder = resolve_model(TARGET, "int8").path
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -137,7 +168,7 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
     for prompt_id, text in prompt_set.prompts:
         key = f"{prompt_set.name}/{prompt_id}/{args.max_new_tokens}"
         if key not in ar_cache:
-            raise ValueError(f"--replay needs the autoregressive tokens of {key} in {args.ar}: run once without --replay")
+            raise ValueError(f"--replay needs the autoregressive tokens of {key} (--ar or --ar-from): run once without --replay")
         prompt_ids, want = encode_prompt(tokenizer, text), ar_cache[key]
         config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k)
         target = _ReplayTarget(prompt_ids + want + [next(iter(eos))], len(tokenizer))
@@ -148,7 +179,7 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
         tokens = [t for step in steps for t in step.token_ids]
         if history is not None:
             history.add(prompt_ids, want)
-        records.append(_record(prompt_id, "prompt-lookup (replayed)", tokens, want, target.widths[1:], 0, curve))
+        records.append(_record(prompt_id, "prompt-lookup (replayed)", tokens, want, target.widths[1:], 0, curve, args.switch))
     return records
 
 
@@ -185,16 +216,16 @@ class _ReplayTarget:
         del self.context[length:]
 
 
-def _cost(widths: list[int], curve) -> float:
-    """One-token steps the calls after the prefill take under the pinned curve (a width change costs SWITCH)."""
+def _cost(widths: list[int], curve, switch: float = SWITCH) -> float:
+    """One-token steps the calls after the prefill take under the pinned curve (a width change costs `switch`)."""
     total, last = 0.0, None
     for width in widths:
-        total += curve(width) + (SWITCH if width != last else 0.0)
+        total += curve(width) + (switch if width != last else 0.0)
         last = width
     return total
 
 
-def _pin_costs(speculative, curve) -> None:
+def _pin_costs(speculative, curve, switch: float = SWITCH) -> None:
     """Make the schedules plan from the curve instead of from timings (which vary with the load)."""
     from spec.decoding.adaptive_k import CallCosts
 
@@ -202,7 +233,7 @@ def _pin_costs(speculative, curve) -> None:
         class Pinned(cls):
             def __init__(self, *a, **kw):
                 super().__init__(*a, **kw)
-                self.costs = CallCosts({w: curve(w) for w in range(1, 66)}, SWITCH)
+                self.costs = CallCosts({w: curve(w) for w in range(1, 66)}, switch)
 
             def _observe_call(self, width, seconds):
                 self._last_width = width

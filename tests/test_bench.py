@@ -207,3 +207,23 @@ def test_ceiling_reads_a_benchmark_run(smoke_run, tmp_path, capsys):
     (tmp_path / "not-results.json").write_text("{}")
     assert ceiling([str(tmp_path / "not-results.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_run_gives_its_own_cost_curve_and_answers(smoke_run):
+    """bench.calls can replay on the curve a run timed (an AVX2 CPU's is not the prior's) and on its answers."""
+    from bench.calls import answers_from_results
+    from bench.curve import measured_curve
+
+    _, report, _ = smoke_run
+    points, switch = measured_curve(report)
+    costs = report["costs"]
+    assert points[1] == 1.0 and points[5] == pytest.approx(costs["target_5"] / costs["target_1"])
+    assert set(points) >= {1, 2, 3, 5, 9} and switch >= 0.0
+    answers = answers_from_results(report)
+    ar = next(s for s in report["settings"] if s["mode"] == "autoregressive" and s["prompt_set"] == "grounded" and s["max_new_tokens"] == 16)
+    first = next(r for r in report["records"] if r["setting"] == ar["index"] and r["repeat"] == 0)
+    assert answers["grounded/grounded-1/16"] == first["tokens"]
+    with pytest.raises(ValueError, match="1-token"):
+        measured_curve({"name": "x", "costs": {}})
+    with pytest.raises(ValueError, match="autoregressive"):
+        answers_from_results({"name": "x", "settings": [], "records": []})
