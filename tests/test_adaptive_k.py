@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from spec.decoding.adaptive_k import (
-    CallCosts, DynamicK, LookupK, PairMemory, Round, expected_tokens, match_key, predicted_speedup, prior_width_cost,
+    CallCosts, DynamicK, LookupAcceptance, LookupK, PairMemory, Round, expected_tokens, match_key, predicted_speedup,
+    prior_width_cost,
 )
 
 T = 0.010  # seconds of a plain target step in these tests
@@ -249,7 +250,7 @@ def test_a_match_after_a_run_of_misses_is_verified_at_once():
     for _ in range(20):
         schedule._match, schedule._plan = (0, 0), Round(2, 2)
         schedule.observe_round(0, 0, 1e-5, 1.02)
-    assert schedule.acceptance.alpha(0) < 0.05 and schedule.acceptance.alpha(3) > 0.8
+    assert schedule.acceptance.alpha(0) < 0.05 and schedule.acceptance.alpha(3) == LookupAcceptance().alpha(3)
     assert schedule.next_round(COPYING).k >= 4
 
 
@@ -304,7 +305,7 @@ def test_exact_mode_plans_from_the_f32_curve_before_it_has_timed_a_call():
     assert CallCosts.for_precision("default").prior == CallCosts().prior
     assert prior_width_cost(9, PRIOR_WIDTH_COST_F32) > 1.7 * prior_width_cost(9)
     assert prior_width_cost(40, PRIOR_WIDTH_COST_F32) >= prior_width_cost(33, PRIOR_WIDTH_COST_F32)  # never cheaper beyond
-    weak = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 3, 4, 5, 6, 99, 3, 4]  # a 2-gram match, then guesses
+    weak = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 3, 4, 5, 6, 99, 4, 5, 6]  # a 3-gram match, then guesses
     default, exact = LookupK(4, choices=(1, 2, 4, 8)), LookupK(4, choices=(1, 2, 4, 8), costs=CallCosts.for_precision("f32"))
     for schedule in (default, exact):
         schedule.observe_prefill()
@@ -382,3 +383,18 @@ def test_a_width_between_two_timed_widths_is_priced_on_their_line():
     schedule.costs.seconds = {1: 0.2, 5: 0.38}
     assert schedule.costs.steady(3) == pytest.approx(0.29)
     assert schedule.costs.steady(9) == pytest.approx(0.38 * prior_width_cost(9) / prior_width_cost(5))
+
+
+def test_a_one_token_match_is_not_worth_a_verify_call_where_wide_calls_are_dear():
+    """On an AVX2 CPU a verify call of 2 costs 1.3 steps; the target keeps the draft of a 1-token
+    match about a quarter of the time (Qwen2.5-Coder on HumanEval), so a plain step yields more. A
+    prior of 0.5 (SmolLM2's) verified such guesses and lost to plain decoding on open questions."""
+    one_gram = [1, 2, 3, 4, 5, 6, 7, 8, 3]  # "3" occurred once before, followed by 4
+    schedule = LookupK(4)
+    schedule.costs.seconds = {1: 1.0, 2: 1.28, 3: 1.48, 5: 1.96, 9: 2.73}  # an AVX2 CPU's curve, in steps
+    schedule.costs.switch = 0.07
+    schedule._last_width = 1
+    assert schedule.next_round(one_gram) == Round(0, 0) and schedule._match == (1, 6)
+    copying = lookup_measured()  # where a call of 2 costs 1.02 steps, guessing on it still pays
+    copying._last_width = 2
+    assert copying.next_round(one_gram).k >= 1
