@@ -67,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     records = run(prompt_set, args, lambda width: prior_width_cost(width, points), ar_from)
     if args.out:
         args.out.write_text(json.dumps(records, indent=1))
-    print(table(records, prompt_set.name, args.max_new_tokens))
+    answers = f"greedy, the answers of {args.ar_from.name}" if args.ar_from else "greedy f32"
+    curve = f"the curve {args.curve.name} timed" if args.curve else "the prior cost curve"
+    print(table(records, prompt_set.name, args.max_new_tokens, f"{answers}, priced on {curve}"))
     return 0
 
 
@@ -251,9 +253,9 @@ def _pin_costs(speculative, curve, switch: float = SWITCH) -> None:
     speculative.HybridK = pinned(speculative.HybridK)
 
 
-def table(records: list[dict], name: str, n: int) -> str:
+def table(records: list[dict], name: str, n: int, how: str = "greedy f32, priced on the prior cost curve") -> str:
     """Markdown: per drafter, the medians and totals over the prompts."""
-    lines = [f"### {name}, greedy f32, N={n} (deterministic counts; speed-up predicted from the cost curve)", "",
+    lines = [f"### {name}, N={n}: {how} (deterministic counts; speed-up predicted from the cost curve)", "",
              "| drafter | prompts | identical to AR | tokens / target call (all) | median predicted decode speed-up | range | widths used |",
              "|---|---|---|---|---|---|---|"]
     for drafter in dict.fromkeys(r["drafter"] for r in records):
