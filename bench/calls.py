@@ -244,8 +244,8 @@ def _pin_costs(speculative, curve, switch: float = SWITCH) -> None:
                 super().observe_round(*a, **kw)
                 if hasattr(self, "memory") and self.memory.call_seconds is not None:  # timed as the engine times it: first round
                     self.memory.call_seconds = DRAFT_CALL
-                    if hasattr(self, "catch_up"):
-                        self.catch_up = DRAFT_CALL
+                    if self.memory.catch_up_seconds is not None:
+                        self.memory.catch_up_seconds = DRAFT_CALL
 
         return Pinned
 

@@ -42,7 +42,7 @@ def test_taking_over_from_lookup_pays_for_the_draft_models_catch_up():
     schedule = timed(alpha_draft=0.6, call_seconds=0.06)
     schedule._plan = Round(4, 4, DRAFT_MODEL)
     schedule.observe_round(4, 2, 0.24, 1.2, catch_up_seconds=3.0)  # reading the prompt: no catch-up
-    assert schedule.catch_up is None
+    assert schedule.memory.catch_up_seconds is None
     for _ in range(6):  # lookup rounds without a match: its guesses are seldom kept
         schedule._match, schedule._plan = (0, 0), Round(4, 4, PROMPT_LOOKUP)
         schedule.observe_round(4, 0, 1e-5, 1.2)
@@ -53,7 +53,11 @@ def test_taking_over_from_lookup_pays_for_the_draft_models_catch_up():
     behind = schedule.rates(0, 0)
     draft = Round(4, 4, DRAFT_MODEL)
     assert max(in_step, key=in_step.get).source == DRAFT_MODEL
-    assert schedule.catch_up == 1.2 and behind[draft] < 0.6 * in_step[draft]  # about half: the round takes twice as long
+    assert schedule.memory.catch_up_seconds == 1.2 and behind[draft] < 0.6 * in_step[draft]  # about half: the round takes twice as long
+    # The pair's next generation prices it so from its first round after lookup, not as one ordinary call.
+    following = HybridK(4, memory=schedule.memory, costs=schedule.costs)
+    following._last_width, following._plan = 5, Round(4, 4, PROMPT_LOOKUP)
+    assert following.rates(0, 0)[draft] == pytest.approx(behind[draft])
 
 
 def test_each_source_learns_from_its_own_rounds():

@@ -87,6 +87,7 @@ class PairMemory:
     long_rejected: float = _PRIOR_REJECTED
     draft_cost: float | None = None  # c: a draft model's call ÷ a plain target step
     call_seconds: float | None = None  # seconds of a draft model's call, re-encoding included (the hybrid's measure)
+    catch_up_seconds: float | None = None  # seconds it takes to catch up after rounds it did not draft (the hybrid's)
     extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
     plain_left: int = 0  # plain steps still to take before the next probe
     pause: int = _FIRST_PAUSE  # the length of the next pause
@@ -522,7 +523,6 @@ class HybridK(LookupK):
         super().__init__(k, max_ngram, None if dynamic else (k,), lookup, costs)
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
-        self.catch_up: float | None = None  # seconds the draft model takes to catch up after rounds it did not draft
         self._read_prompt = False  # whether the draft model has read the prompt (its first round's "catch-up")
         self.without_model = 0  # rounds since the draft model last drafted
         self.pause = _FIRST_PAUSE  # rounds without it before the next probe
@@ -531,7 +531,7 @@ class HybridK(LookupK):
         rates = super().rates(key, available)
         m, behind = self.memory, 0.0
         if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
-            behind = self.catch_up if self.catch_up is not None else m.call_seconds
+            behind = m.catch_up_seconds if m.catch_up_seconds is not None else m.call_seconds
         verify = {k: self.cost(k + 1) for k in (range(1, self.k + 1) if self.dynamic else (self.k,))}
         guessed = self.acceptance.alpha(0)
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
@@ -575,12 +575,16 @@ class HybridK(LookupK):
             super().observe_round(drafted, accepted, draft_seconds, verify_seconds)
             return
         self._observe_call(self._plan.k + 1, verify_seconds)
-        if catch_up_seconds:
-            if self._read_prompt:  # the first is reading the prompt: no catch-up after a few rounds
-                c = self.catch_up
-                self.catch_up = catch_up_seconds if c is None else _DECAY * c + (1 - _DECAY) * catch_up_seconds
-            self._read_prompt = True
         m = self.memory
+        if catch_up_seconds:
+            # The first is reading the prompt: no catch-up after a few rounds. The others are the pair's
+            # on this device, and carry over to its next generation: learned afresh in each, a catch-up
+            # was priced as one ordinary call until one had been timed (25 ms for SmolLM2 behind Qwen on
+            # an AVX2 CPU, against 45 ms measured), and model rounds that lost to plain steps looked to pay.
+            if self._read_prompt:
+                c = m.catch_up_seconds
+                m.catch_up_seconds = catch_up_seconds if c is None else _DECAY * c + (1 - _DECAY) * catch_up_seconds
+            self._read_prompt = True
         m.observe_acceptance(drafted, accepted, _DECAY)
         if drafted:
             m.observe_calls(drafted, draft_calls)
