@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replay", action="store_true", help="prompt lookup against the tokens --ar recorded, no model")
     parser.add_argument("--history", action="store_true",
                         help="with --replay: lookup also searches the answers to the prompts before (spec.decoding.history)")
-    parser.add_argument("--ar-from", type=Path, help="with --replay: the autoregressive tokens of a benchmark's results JSON")
+    parser.add_argument("--ar-from", type=Path, help="the autoregressive tokens (as --ar holds them) of a benchmark's results JSON")
     parser.add_argument("--curve", type=Path, help="price widths on the cost curve a benchmark's results JSON timed")
     args = parser.parse_args(argv)
 

@@ -25,7 +25,6 @@ def measured_curve(report: dict) -> tuple[dict[int, float], float]:
     # Both directions of a width change were timed (1 after 5, 5 after 1): their extra, averaged.
     extras = [(costs[after] - costs[steady]) / step for after, steady in (("target_1_after_5", "target_1"), ("target_5_after_1", "target_5"))
               if after in costs and steady in costs]
-    switch = max(0.0, sum(extras) / len(extras)) if extras else None
-    if switch is None:
+    if not extras:
         raise ValueError(f"benchmark {report.get('name', '?')!r} did not time a change of width")
-    return points, switch
+    return points, max(0.0, sum(extras) / len(extras))
