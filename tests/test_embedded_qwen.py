@@ -18,7 +18,7 @@ from spec.config import (
     GenerationConfig,
     ModelKey,
 )
-from spec.models.embedded import DEFAULT_REF, QwenCoder
+from spec.models.embedded import DEFAULT_REF, QWEN_CODER_1_5B, QwenCoder
 from spec.decoding.engine import generate
 from spec.progress import phase_of
 from spec.models.registry import load_model
@@ -52,7 +52,7 @@ def test_it_prepares_phase_by_phase_within_12_gb(qwen):
 
 def test_its_tokenizer_gives_qwens_ids_and_stops_at_either_end_token(qwen):
     model, _ = qwen
-    QwenCoder().check_tokenizer(model.tokenizer)  # "Hello world", code round trip, 22 added tokens, eos
+    QWEN_CODER_1_5B.check_tokenizer(model.tokenizer)  # "Hello world", code round trip, 22 added tokens, eos
     assert model.eos_token_ids == {QwenCoder.end_of_turn, QwenCoder.end_of_text}
     fim = model.tokenizer("<|fim_prefix|>x<|fim_suffix|>", add_special_tokens=False).input_ids
     assert fim[0] == 151659 and fim[-1] == 151661

