@@ -20,6 +20,10 @@ DRAFTERS = (HYBRID, DRAFT_MODEL, PROMPT_LOOKUP)
 F32, DEFAULT_PRECISION = "f32", "default"
 PRECISIONS = (F32, DEFAULT_PRECISION)
 
+# Tokens a draft model's head scores (FR-Spec): its cost falls with it, and the answers of a coding
+# chat model keep to a small part of a vocabulary like Qwen's 151,936 (spec.models.draft_vocabulary).
+DRAFT_VOCABULARY = 32768
+
 # Weight compression of models the engine converts; fp32 leaves them as they are (tiny test models).
 INT8, INT4, FP32 = "int8", "int4", "fp32"
 WEIGHT_FORMATS = (INT8, INT4, FP32)
@@ -34,6 +38,7 @@ class ModelKey:
     precision: str = DEFAULT_PRECISION  # F32 or DEFAULT_PRECISION
     device: str = "CPU"  # the OpenVINO device it is compiled for
     hub_only: bool = False  # a visitor's model on a shared server: a Hub id, never a path on the server
+    vocabulary: int | None = None  # a draft's head scores only this many of the most frequent tokens; None: all
 
 
 @dataclass

@@ -46,3 +46,22 @@ def test_prompt_lookup_copies_what_followed_the_latest_match():
     np.testing.assert_array_equal(prompt_lookup(context, 10), [2, 3, 9, 5, 6, 7])
     # No earlier occurrence of the last token: nothing to propose.
     assert len(prompt_lookup(np.array([1, 2, 3, 4]), 4)) == 0
+
+
+def test_a_sampler_over_part_of_the_vocabulary_maps_its_logits_to_their_tokens():
+    """A draft head pruned to frequent tokens: logit i stands for token_ids[i], and q spans the whole
+    vocabulary with zeros outside the subset, so it lines up with the target's p."""
+    from spec.decoding.sampling import Sampler
+
+    token_ids = np.array([7, 2, 9])
+    logits = np.array([0.5, 3.0, 1.0])
+    greedy = Sampler(0.0, 0, 1.0, 12, np.random.default_rng(0), token_ids)
+    assert greedy.next_token(logits) == (2, None)
+    sampled = Sampler(1.0, 0, 1.0, 12, np.random.default_rng(0), token_ids)
+    q = sampled.distribution(logits)[0]
+    assert q.shape == (12,) and q[[0, 1, 3, 4, 5, 6, 8, 10, 11]].sum() == 0
+    np.testing.assert_allclose(q[token_ids], np.exp(logits) / np.exp(logits).sum())
+    draws = [sampled.next_token(logits)[0] for _ in range(300)]
+    assert set(draws) == {7, 2, 9}
+    with pytest.raises(ValueError, match="below vocab_size"):
+        Sampler(0.0, 0, 1.0, 9, np.random.default_rng(0), token_ids)

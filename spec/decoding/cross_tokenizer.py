@@ -89,6 +89,7 @@ class CrossTokenizerDrafter:
         target_prompt_length: int,
         draft_eos_ids: set[int],
         draft_vocab_size: int,
+        token_ids: np.ndarray | None = None,
     ):
         self.cache = cache
         self.draft_tokenizer, self.target_tokenizer = draft_tokenizer, target_tokenizer
@@ -96,6 +97,7 @@ class CrossTokenizerDrafter:
         self.target_prompt_length = target_prompt_length
         self.eos = draft_eos_ids
         self.vocab_size = draft_vocab_size
+        self.token_ids = token_ids  # the token each logit stands for, when the draft scores only its frequent ones
         self._cached: list[int] = []  # draft tokens in the draft's KV cache, the prompt first
         self._texts: list[str] = []  # per generated draft token in the cache: the generated text up to it
 
@@ -117,7 +119,10 @@ class CrossTokenizerDrafter:
             if step == 0 and catching_up:
                 catch_up = time.perf_counter() - call_started
             self._remember(pending)
-            token = int(logits[-1][: self.vocab_size].argmax())
+            if self.token_ids is None:
+                token = int(logits[-1][: self.vocab_size].argmax())
+            else:
+                token = int(self.token_ids[logits[-1][: len(self.token_ids)].argmax()])
             if token in self.eos:
                 ended = True
                 break

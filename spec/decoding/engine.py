@@ -67,10 +67,10 @@ def make_drafter(
         target_prompt_length = len(encode_prompt(target.tokenizer, prompt, config.chat))
         return CrossTokenizerDrafter(
             draft.model.new_cache(), draft.tokenizer, target.tokenizer, draft_prompt, target_prompt_length,
-            draft.eos_token_ids, draft.vocab_size,
+            draft.eos_token_ids, draft.vocab_size, draft.token_ids,
         )
     vocab = min(target.vocab_size, draft.vocab_size, shared)
-    sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
+    sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng, draft.token_ids)
     return DraftModelDrafter(draft.model.new_cache(), sampler)
 
 

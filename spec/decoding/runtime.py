@@ -111,14 +111,22 @@ class CompiledLM:
             self._grown = False
 
 
-def compile_model(xml: Path, precision: str = DEFAULT_PRECISION, device: str = "CPU", cache_dir: Path | None = None) -> CompiledLM:
-    """Compile a stateful causal-LM IR; `cache_dir` lets OpenVINO reuse the compiled blob across runs."""
+def compile_model(
+    xml: Path, precision: str = DEFAULT_PRECISION, device: str = "CPU", cache_dir: Path | None = None,
+    token_ids: np.ndarray | None = None,
+) -> CompiledLM:
+    """Compile a stateful causal-LM IR; `cache_dir` lets OpenVINO reuse the compiled blob across runs.
+
+    `token_ids`: score only these tokens (a draft's most frequent ones): logit i is token_ids[i].
+    """
     config = {"PERFORMANCE_HINT": "LATENCY", **precision_config(precision)}
     if cache_dir is not None:
         config["CACHE_DIR"] = str(cache_dir)
     model = core().read_model(str(xml))
     _check_stateful(model, xml)
     _compute_only_kept_logits(model)
+    if token_ids is not None:
+        _score_only(model, token_ids, xml)
     axes = _sequence_axes(model)
     vocab_size = model.outputs[0].get_partial_shape()[-1]
     if vocab_size.is_dynamic:
@@ -136,6 +144,16 @@ def _check_stateful(model: ov.Model, xml: Path) -> None:
         )
 
 
+def _lm_head(model: ov.Model) -> ov.Node | None:
+    """The LM head's MatMul, or None when it is not where this expects it."""
+    node = model.outputs[0].get_node().input_value(0).get_node()
+    for _ in range(8):  # the head may be followed by a scale, a soft-cap or a convert
+        if node.get_type_name() == "MatMul":
+            return node
+        node = node.input_value(0).get_node()
+    return None
+
+
 def _compute_only_kept_logits(model: ov.Model) -> bool:
     """Add an input `logits_to_keep`: the LM head then runs on the last n positions only.
 
@@ -144,12 +162,8 @@ def _compute_only_kept_logits(model: ov.Model) -> bool:
     openvino.genai slices before the head the same way. Returns False, leaving the model as it is,
     when the head is not where this expects it.
     """
-    node = model.outputs[0].get_node().input_value(0).get_node()
-    for _ in range(8):  # the head may be followed by a scale, a soft-cap or a convert
-        if node.get_type_name() == "MatMul":
-            break
-        node = node.input_value(0).get_node()
-    else:
+    node = _lm_head(model)
+    if node is None:
         return False
     hidden = node.input_value(0)
     if hidden.get_partial_shape().rank.is_dynamic or hidden.get_partial_shape().rank.get_length() != 3:
@@ -163,6 +177,55 @@ def _compute_only_kept_logits(model: ov.Model) -> bool:
     model.add_parameters([keep])
     model.validate_nodes_and_infer_types()
     return True
+
+
+# The nodes a head's weight may pass through on its way from its constants (compressed or not) to
+# the MatMul: decompression (Convert, Subtract, Multiply) and the reshape of group-wise scales.
+_WEIGHT_PATH = {"Convert", "Subtract", "Multiply", "Reshape"}
+
+
+def _score_only(model: ov.Model, token_ids: np.ndarray, xml: Path) -> None:
+    """Cut the LM head down to the rows of `token_ids`: its weight's constants are sliced in place,
+    so compressed weights stay compressed and the plugin sees the same decompression pattern.
+
+    A head tied to the embedding shares those constants: its path is copied first, so the
+    embedding keeps every row.
+    """
+    head = _lm_head(model)
+    if head is None or not head.get_attributes().get("transpose_b"):
+        raise ValueError(f"{xml}: cannot find an LM head of the form hidden @ weight.T to restrict to {len(token_ids)} tokens")
+    weight = head.input_value(1)
+    vocab = weight.get_partial_shape()[0]
+    if vocab.is_dynamic or token_ids.max() >= vocab.get_length():
+        raise ValueError(f"{xml}: the head scores {vocab} tokens, which does not hold ids up to {token_ids.max()}")
+    head.input(1).replace_source_output(_rows(weight, np.asarray(token_ids, dtype=np.int64), vocab.get_length(), xml))
+    model.validate_nodes_and_infer_types()
+
+
+def _rows(output: ov.Output, token_ids: np.ndarray, vocab: int, xml: Path) -> ov.Output:
+    """`output` with only the rows `token_ids` of its first axis (vocab long), built anew from its constants."""
+    node = output.get_node()
+    kind = node.get_type_name()
+    if kind == "Constant":
+        data = node.get_data()
+        if data.ndim == 0 or data.shape[0] != vocab:
+            return output  # a scalar or a value broadcast over every row
+        return ops.constant(np.ascontiguousarray(data[token_ids]), dtype=node.get_element_type()).output(0)
+    if kind not in _WEIGHT_PATH:
+        raise ValueError(f"{xml}: the LM head's weight passes through a {kind} node, which cannot be restricted to some tokens")
+    inputs = [_rows(node.input_value(i), token_ids, vocab, xml) for i in range(node.get_input_size())]
+    if kind == "Convert":
+        return ops.convert(inputs[0], node.get_output_element_type(0)).output(0)
+    if kind == "Subtract":
+        return ops.subtract(*inputs).output(0)
+    if kind == "Multiply":
+        return ops.multiply(*inputs).output(0)
+    shape = node.input_value(1).get_node()  # Reshape: its target shape names the vocabulary first
+    if shape.get_type_name() != "Constant" or shape.get_data()[0] != vocab:
+        raise ValueError(f"{xml}: the LM head's weight is reshaped in a way that cannot be restricted to some tokens")
+    target = shape.get_data().copy()
+    target[0] = len(token_ids)
+    return ops.reshape(inputs[0], ops.constant(target), special_zero=node.get_attributes()["special_zero"]).output(0)
 
 
 def _sequence_axes(model: ov.Model) -> dict[str, int]:

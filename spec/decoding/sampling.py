@@ -61,12 +61,21 @@ class Sampler:
 
     Models may pad their embedding past the tokenizer (e.g. 151936 vs 152064): only the first
     `vocab_size` logits are used, so no id outside the shared vocabulary is ever proposed or sampled.
+    A draft whose head scores only some of the vocabulary (the target's most frequent tokens) says
+    which token each logit stands for in `token_ids`; its distributions still span `vocab_size`,
+    zero elsewhere, so they line up with the target's.
     """
 
-    def __init__(self, temperature: float, top_k: int, top_p: float, vocab_size: int, rng: np.random.Generator):
+    def __init__(
+        self, temperature: float, top_k: int, top_p: float, vocab_size: int, rng: np.random.Generator,
+        token_ids: np.ndarray | None = None,
+    ):
+        if token_ids is not None and (len(token_ids) == 0 or token_ids.max() >= vocab_size):
+            raise ValueError(f"token_ids must be non-empty ids below vocab_size {vocab_size}, got {len(token_ids)} ids")
         self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
         self.vocab_size = vocab_size
         self.rng = rng
+        self.token_ids = token_ids
 
     @property
     def greedy(self) -> bool:
@@ -74,11 +83,19 @@ class Sampler:
 
     def distribution(self, logits: np.ndarray) -> np.ndarray:
         """Probabilities per row of logits, shape (rows, vocab_size)."""
-        return probabilities(np.atleast_2d(logits)[:, : self.vocab_size], self.temperature, self.top_k, self.top_p)
+        logits = np.atleast_2d(logits)
+        if self.token_ids is None:
+            return probabilities(logits[:, : self.vocab_size], self.temperature, self.top_k, self.top_p)
+        scored = probabilities(logits[:, : len(self.token_ids)], self.temperature, self.top_k, self.top_p)
+        probs = np.zeros((len(scored), self.vocab_size), dtype=scored.dtype)
+        probs[:, self.token_ids] = scored
+        return probs
 
     def next_token(self, logits_row: np.ndarray) -> tuple[int, np.ndarray | None]:
         """The next token and the distribution it was drawn from (None when greedy: a point mass)."""
         if self.greedy:
-            return int(logits_row[: self.vocab_size].argmax()), None
+            if self.token_ids is None:
+                return int(logits_row[: self.vocab_size].argmax()), None
+            return int(self.token_ids[logits_row[: len(self.token_ids)].argmax()]), None
         probs = self.distribution(logits_row)[0]
         return sample(probs, self.rng), probs

@@ -11,9 +11,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from spec.config import ModelKey
 from spec.decoding.adaptive_k import CallCosts
 from spec.models.conversion_cache import models_dir
+from spec.models.draft_vocabulary import frequent_token_ids
 from spec.errors import ModelError
 from spec.models.export import IR_XML
 from spec.progress import ProgressFn, ignore, phase
@@ -31,6 +34,7 @@ class LoadedModel:
     tokenizer: object
     eos_token_ids: set[int]
     size_bytes: int  # weights on disk: what the memory budget counts
+    token_ids: np.ndarray | None = field(default=None, repr=False)  # the token each logit stands for; None: logit i is token i
     pairs: dict = field(default_factory=dict, repr=False)  # draft ref -> shared vocab size (checked once)
     memories: dict = field(default_factory=dict, repr=False)  # (draft model folder, drafter) -> PairMemory (dynamic K)
     call_costs: CallCosts = field(default_factory=CallCosts, repr=False)  # its calls' cost per width (dynamic K)
@@ -42,6 +46,8 @@ class LoadedModel:
     @functools.cached_property
     def vocab_size(self) -> int:
         """Ids this model may produce: the tokenizer's vocabulary, never the embedding's padding."""
+        if self.token_ids is not None:
+            return len(self.tokenizer)
         return min(len(self.tokenizer), self.model.vocab_size)  # len() recounts it: ~10 ms, once
 
 
@@ -53,14 +59,18 @@ def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel
     cache_dir = models_dir() / "compiled"
     cache_dir.mkdir(parents=True, exist_ok=True)
     try:
-        with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
-            model = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir)
         tokenizer = AutoTokenizer.from_pretrained(resolved.path)
+        token_ids = None
+        if key.vocabulary is not None and key.vocabulary < len(tokenizer):
+            with phase(progress or ignore, f"Choosing {resolved.ref}'s {key.vocabulary:,} most frequent tokens"):
+                token_ids = frequent_token_ids(tokenizer, key.vocabulary)
+        with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
+            model = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir, token_ids)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where}: {str(error).splitlines()[0]}") from error
     size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
-    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size,
+    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids,
                        call_costs=CallCosts.for_precision(key.precision))
 
 

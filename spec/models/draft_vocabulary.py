@@ -1,0 +1,120 @@
+"""The tokens a draft may propose: the target's most frequent ones (FR-Spec, Zhao et al., ACL 2025).
+
+A small draft spends a large share of each step on its LM head, a matmul over the whole
+vocabulary (Qwen's 151,936 tokens), although text keeps to a small part of it. Scoring only the
+most frequent tokens makes every draft step cheaper; the target still verifies each draft over the
+whole vocabulary, so the output is unchanged: a token outside the subset is one the draft cannot
+guess, and the target writes it itself.
+
+Frequencies come from text every installation has, never from the network: the Python standard
+library's own source (code, with its comments and docstrings in English), and a short sample of
+the Markdown a chat model answers in (fences, headings, lists), which the library hardly uses.
+Tokens neither uses are ranked by id, which for byte-level BPE follows the order of the merges,
+roughly their frequency in the tokenizer's training text. Counting takes seconds; each result is
+kept on disk.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+
+from spec.models.conversion_cache import models_dir, prepared_dir
+
+_CORPUS_BYTES = 16 << 20  # the whole library but its tests: its rarer modules hold much of the English
+_SKIPPED = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip"}
+_FOLDER = "draft-vocabulary"
+
+
+def frequent_token_ids(tokenizer, size: int) -> np.ndarray:
+    """The `size` ids `tokenizer` uses most on the reference text, its special tokens always among
+    them; sorted ascending. ValueError when `size` is not a sensible subset of the vocabulary."""
+    vocab = len(tokenizer)
+    if not isinstance(size, int) or not 1 <= size < vocab:
+        raise ValueError(f"a draft vocabulary must have from 1 to {vocab - 1} tokens (the whole vocabulary is {vocab}), got {size!r}")
+    name = f"{_tokenizer_digest(tokenizer)}-py{sys.version_info[0]}{sys.version_info[1]}-{size}.npy"
+    for folder in (prepared_dir(), models_dir()):
+        if folder is not None and (folder / _FOLDER / name).is_file():
+            return np.load(folder / _FOLDER / name)
+    ids = _rank(tokenizer, size)
+    path = models_dir() / _FOLDER / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.npy")
+    np.save(partial, ids)
+    os.replace(partial, path)
+    return ids
+
+
+def _rank(tokenizer, size: int) -> np.ndarray:
+    vocab = len(tokenizer)
+    counts = np.zeros(vocab, dtype=np.int64)
+    for ids in tokenizer(reference_text() + [CHAT_SAMPLE] * _CHAT_SAMPLE_WEIGHT, add_special_tokens=False)["input_ids"]:
+        counts += np.bincount(np.asarray(ids, dtype=np.int64), minlength=vocab)[:vocab]
+    special = np.array(sorted({i for i in tokenizer.all_special_ids} | set(tokenizer.added_tokens_decoder)), dtype=np.int64)
+    special = special[special < vocab]
+    counts[special] = counts.max() + 1  # end of turn and the chat template's markers: the draft must be able to say them
+    order = np.lexsort((np.arange(vocab), -counts))  # most used first, then by id
+    return np.sort(order[:size])
+
+
+def reference_text() -> list[str]:
+    """The Python standard library's source files in a fixed order, up to about _CORPUS_BYTES."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    texts, total = [], 0
+    for path in sorted(stdlib.rglob("*.py")):
+        if _SKIPPED & set(path.relative_to(stdlib).parts):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        texts.append(text)
+        total += len(text)
+        if total >= _CORPUS_BYTES:
+            break
+    if not texts:
+        raise ValueError(f"no Python source found under {stdlib} to count token frequencies on")
+    return texts
+
+
+# Markdown as chat models answer in it: the fences alone are about one token in a hundred of
+# Qwen2.5-Coder's answers, and the standard library has almost none.
+CHAT_SAMPLE = """Certainly! Here's how you can do it in Python:
+
+```python
+def example(values: list[int]) -> int:
+    return sum(values)
+```
+
+### Explanation:
+1. **Function definition**: The function takes a list.
+2. **Return value**: It returns the sum.
+
+Sure, here is the corrected code:
+
+```bash
+mkdir -p build && cd build
+```
+
+```javascript
+const x = 1;
+```
+
+```sql
+SELECT name FROM users WHERE id = 1;
+```
+
+This approach is efficient and easy to understand. Let me know if you have any questions!
+"""
+_CHAT_SAMPLE_WEIGHT = 200  # copies: as often as a few hundred answers would use these markers
+
+
+def _tokenizer_digest(tokenizer) -> str:
+    """What identifies a vocabulary (and the special tokens added to it) for the cache."""
+    identity = json.dumps([sorted(tokenizer.get_vocab().items()), sorted(map(int, tokenizer.added_tokens_decoder))])
+    return hashlib.sha256(identity.encode()).hexdigest()[:16]

@@ -1,0 +1,100 @@
+"""A draft head that scores only the target's most frequent tokens (FR-Spec): cheaper draft steps,
+the same output."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spec.config import GenerationConfig, ModelKey
+from spec.decoding.engine import encode_prompt, generate
+from spec.decoding.generation import ACCEPTED, CORRECTION
+from spec.models import draft_vocabulary
+from spec.models.draft_vocabulary import frequent_token_ids
+from tests.conftest import assert_follows, exact_first_tokens, models_dir_at
+from tests.tiny_models import build_checkpoint
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef add("
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_checkpoints):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_checkpoints[0])
+
+
+def test_the_subset_is_the_most_used_tokens_and_always_the_special_ones(tokenizer, tmp_path, monkeypatch):
+    with models_dir_at(tmp_path):
+        ids = frequent_token_ids(tokenizer, 80)
+        assert len(ids) == 80 and np.all(np.diff(ids) > 0)
+        assert set(tokenizer.all_special_ids) <= set(ids.tolist())
+        common = tokenizer(" the", add_special_tokens=False).input_ids + tokenizer("e", add_special_tokens=False).input_ids
+        assert set(common) <= set(ids.tolist())
+        rare = tokenizer("\x07", add_special_tokens=False).input_ids  # a control character: no source file has it
+        assert not set(rare) & set(ids.tolist())
+        monkeypatch.setattr(draft_vocabulary, "_rank", lambda *a: pytest.fail("counted again instead of read from disk"))
+        np.testing.assert_array_equal(frequent_token_ids(tokenizer, 80), ids)
+    for size in (0, len(tokenizer), 2.5):
+        with pytest.raises(ValueError, match="draft vocabulary"):
+            frequent_token_ids(tokenizer, size)
+
+
+@pytest.mark.parametrize("arch, weight_format", [("llama", "fp32"), ("qwen2", "fp32"), ("llama", "int8"), ("qwen2", "int8")])
+def test_a_restricted_head_scores_its_tokens_exactly_as_the_whole_head(tmp_path, tiny_models_dir, arch, weight_format):
+    """Untied and tied heads (qwen2 shares the embedding's constants, which must keep every row),
+    plain and INT8-compressed weights."""
+    from spec.models.registry import load_model
+
+    path = build_checkpoint(tmp_path / arch, arch=arch, seed=3)
+    with models_dir_at(tiny_models_dir):
+        whole = load_model(ModelKey(str(path), weight_format, "f32"))
+        part = load_model(ModelKey(str(path), weight_format, "f32", vocabulary=60))
+    assert part.model.vocab_size == 60 and len(part.token_ids) == 60
+    assert part.vocab_size == whole.vocab_size  # the ids it may produce are still the tokenizer's
+    prompt = whole.tokenizer("The quick brown fox", add_special_tokens=False).input_ids
+    caches = whole.model.new_cache(), part.model.new_cache()
+    try:
+        logits = [cache.forward(prompt) for cache in caches]
+        np.testing.assert_allclose(logits[0][:, part.token_ids], logits[1], rtol=1e-5, atol=1e-5)
+        more = [cache.forward([5, 6]) for cache in caches]  # the embedding still reads every row
+        np.testing.assert_allclose(more[0][:, part.token_ids], more[1], rtol=1e-5, atol=1e-5)
+    finally:
+        for cache in caches:
+            cache.release()
+
+
+@pytest.fixture(scope="module")
+def pruned_pair(tiny_pairs, tiny_models_dir):
+    """The llama pair's target, and its draft scoring only a third of the vocabulary."""
+    from spec.models.registry import load_model
+
+    target, draft = tiny_pairs["llama"]
+    with models_dir_at(tiny_models_dir):
+        pruned = load_model(ModelKey(str(draft.key.ref), "fp32", "f32", vocabulary=100))
+    return target, pruned
+
+
+def test_greedy_with_a_restricted_draft_equals_greedy_autoregressive(pruned_pair):
+    target, draft = pruned_pair
+    config = GenerationConfig(max_new_tokens=40, num_assistant_tokens=4, dynamic_k=False)
+    want = [t for step in generate(PROMPT, target, config, "autoregressive") for t in step.token_ids]
+    steps = list(generate(PROMPT, target, config, "speculative", "draft-model", draft))
+    assert [t for step in steps for t in step.token_ids] == want
+    assert steps[-1].stats.accepted > 0, "the restricted draft kept nothing: the test compares too little"
+
+
+def test_sampled_with_a_restricted_draft_follows_the_target(pruned_pair):
+    """q is zero outside the subset: the target's tokens there come from the residual max(0, p - q)."""
+    target, draft = pruned_pair
+    exact = exact_first_tokens(target, encode_prompt(target.tokenizer, PROMPT))
+    outside = sum(prob for outcome, prob in exact.items() if not set(outcome) <= set(draft.token_ids.tolist()))
+    assert outside > 0.05, "the target rarely writes a token outside the subset: the test checks too little"
+    runs, counts, corrected = 1500, {}, 0
+    for seed in range(runs):
+        config = GenerationConfig(seed=seed, temperature=1.0, top_k=4, num_assistant_tokens=2, dynamic_k=False, max_new_tokens=4)
+        steps = list(generate(PROMPT, target, config, "speculative", "draft-model", draft))
+        tokens = tuple(t for step in steps for t in step.token_ids)[:3]
+        counts[tokens] = counts.get(tokens, 0) + 1
+        corrected += CORRECTION in steps[1].kinds and ACCEPTED not in steps[1].kinds
+    assert corrected > runs * 0.05
+    assert_follows(counts, exact, runs)
