@@ -61,18 +61,16 @@ class DraftModelDrafter:
         started = time.perf_counter()
         self.roll_back(context)
         pending = list(context[len(self._cached) :])
-        catch_up, calls = 0.0, 0
-        if len(pending) > 1:
-            # Feed all but the last pending token in one call. After an ordinary round that is one
-            # token, so the draft model always runs at width 1: a call of a new width costs about
-            # as much as a whole step (see pad_draft). After the prompt or a pause, it is a catch-up.
+        catch_up = 0.0
+        if len(pending) > 2:
+            # The prompt, or what the target wrote while the draft sat out: read in one call, timed
+            # apart, as no ordinary round pays for it.
             self.cache.forward(pending[:-1], keep=1)
             self._cached += pending[:-1]
-            if len(pending) > 2:
-                catch_up = time.perf_counter() - started
-            else:
-                calls += 1  # feeding the one token the target added: part of an ordinary round
+            catch_up = time.perf_counter() - started
             pending = pending[-1:]
+        # After a round that kept every draft, the last draft and the target's token are both new to
+        # the draft: the first step reads them together rather than in a call of its own.
         tokens, dists = [], []
         for _ in range(n):
             token, q = decode_one_token(self.cache, pending, self.sampler)
@@ -82,7 +80,7 @@ class DraftModelDrafter:
             pending = [token]
         # The last drafted token is not fed: the next round feeds it only if the target keeps it.
         q = None if self.sampler.greedy else np.stack(dists)
-        return Proposal(np.asarray(tokens, dtype=np.int64), q, time.perf_counter() - started, catch_up, calls=calls + n)
+        return Proposal(np.asarray(tokens, dtype=np.int64), q, time.perf_counter() - started, catch_up, calls=n)
 
     def roll_back(self, context: Sequence[int]) -> None:
         keep = _common_prefix_length(self._cached, context)
