@@ -98,3 +98,27 @@ def test_sampled_with_a_restricted_draft_follows_the_target(pruned_pair):
         corrected += CORRECTION in steps[1].kinds and ACCEPTED not in steps[1].kinds
     assert corrected > runs * 0.05
     assert_follows(counts, exact, runs)
+
+
+def test_a_restricted_int4_head_keeps_its_packed_rows(tmp_path, tiny_models_dir):
+    """INT4 weights come two to a byte: each kept row must be the row's own bytes."""
+    import nncf
+    import openvino as ov
+
+    from spec.decoding.runtime import compile_model
+    from spec.models.registry import load_model
+
+    path = build_checkpoint(tmp_path / "llama", arch="llama", seed=4)
+    with models_dir_at(tiny_models_dir):
+        whole = load_model(ModelKey(str(path), "fp32", "f32"))
+    model = nncf.compress_weights(ov.Core().read_model(str(whole.resolved.path / "openvino_model.xml")),
+                                  mode=nncf.CompressWeightsMode.INT4_ASYM, group_size=16, ratio=1.0, all_layers=True)
+    assert any(op.get_element_type() == ov.Type.u4 and op.get_output_shape(0)[0] == whole.model.vocab_size
+               for op in model.get_ops() if op.get_type_name() == "Constant"), "the head is not INT4: the test checks too little"
+    xml = tmp_path / "int4" / "openvino_model.xml"
+    ov.save_model(model, str(xml), compress_to_fp16=False)
+    token_ids = np.arange(3, whole.model.vocab_size, 5)
+    caches = compile_model(xml, "f32").new_cache(), compile_model(xml, "f32", token_ids=token_ids).new_cache()
+    prompt = [10, 11, 12, 13]
+    logits = [cache.forward(prompt) for cache in caches]
+    np.testing.assert_allclose(logits[0][:, token_ids], logits[1], rtol=1e-5, atol=1e-5)

@@ -207,10 +207,13 @@ def _rows(output: ov.Output, token_ids: np.ndarray, vocab: int, xml: Path) -> ov
     node = output.get_node()
     kind = node.get_type_name()
     if kind == "Constant":
-        data = node.get_data()
-        if data.ndim == 0 or data.shape[0] != vocab:
+        shape = list(node.get_output_shape(0))
+        if not shape or shape[0] != vocab:
             return output  # a scalar or a value broadcast over every row
-        return ops.constant(np.ascontiguousarray(data[token_ids]), dtype=node.get_element_type()).output(0)
+        kept = ov.Tensor(node.get_element_type(), ov.Shape([len(token_ids), *shape[1:]]))
+        # Sub-byte weights (INT4) come packed, a row's values in whole bytes: rows are still slices.
+        kept.data[...] = node.get_data().reshape(vocab, -1)[token_ids].reshape(kept.data.shape)
+        return ops.constant(kept).output(0)
     if kind not in _WEIGHT_PATH:
         raise ValueError(f"{xml}: the LM head's weight passes through a {kind} node, which cannot be restricted to some tokens")
     inputs = [_rows(node.input_value(i), token_ids, vocab, xml) for i in range(node.get_input_size())]
