@@ -107,8 +107,7 @@ def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dyna
         pair = dataclasses.replace(pair, precision=F32)
     config = generation_config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, seed, RANGES)
     hub_only = pair.label == CUSTOM and not ALLOW_LOCAL_MODELS  # a visitor's model: never a server path
-    target, draft = (None if ref is None else ModelKey(ref, pair.weight_format, pair.precision, S.device, hub_only)
-                     for ref in (target_ref, draft_ref))
+    target, draft = pair.keys(target_ref, draft_ref, S.device, hub_only)
     return pair, RaceRequest(prompt, target, draft, drafter, config)
 
 
@@ -172,7 +171,7 @@ def check_hub() -> bool:
 
 
 def _keys(pair: Preset) -> list[ModelKey]:
-    return [ModelKey(ref, pair.weight_format, pair.precision, S.device) for ref in (pair.target, pair.draft) if ref]
+    return [key for key in pair.keys(pair.target, pair.draft, S.device) if key is not None] if pair.target else []
 
 
 def on_load():

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPEC_APP_PRELOAD", "0")
     sys.path.insert(0, str(REPO))
     import app  # the page's examples, presets and registry; importing starts no server
-    from spec.config import GenerationConfig, ModelKey
+    from spec.config import GenerationConfig
     from spec.serving.race import explain, run_race, warm_up
 
     pair = app.PRESET_BY_LABEL.get(args.preset or app.DEFAULT_PRESET.label)
@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no pair {args.preset!r}; the page lists: {', '.join(app.PRESET_BY_LABEL)}")
     drafter = args.drafter or pair.drafters[0]
     target_ref, draft_ref = pair.models(drafter)
-    target = warm_up(app.registry.get(ModelKey(target_ref, pair.weight_format, pair.precision)))
-    draft = warm_up(app.registry.get(ModelKey(draft_ref, pair.weight_format, pair.precision))) if draft_ref else None
+    target_key, draft_key = pair.keys(target_ref, draft_ref)
+    target = warm_up(app.registry.get(target_key))
+    draft = warm_up(app.registry.get(draft_key)) if draft_key else None
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=True)
     print(f"{pair.label}, {drafter}, greedy, {args.max_new_tokens} new tokens, K={args.k}, dynamic K, "
           f"{pair.precision} precision; median of {args.runs} races\n")

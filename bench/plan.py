@@ -52,6 +52,7 @@ class Draft:
     path: str  # its OpenVINO IR folder
     description: str  # exactly what it is
     same_tokenizer: bool = True  # False: it drafts across tokenizers (openvino-genai cannot pair it)
+    vocabulary: int | None = None  # its head scores only this many frequent tokens (ours only); None: all
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ def build_plan(
             add(family, **dyn, sampled=True, max_new_tokens=n_max, prompt_set=home)
 
     for draft in drafts:
-        family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision)
+        family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision,
+                        draft_vocabulary=draft.vocabulary)
         sweep(family, DRAFT_MODEL, draft.label, open_set, grounded_set)
         if dynamic:
             for prompt_set in (grounded_set, open_set):
@@ -199,7 +201,8 @@ def build_plan(
     if exactness and precision != "f32":
         exact = dict(k=k_default, dynamic=True, sampled=False, max_new_tokens=n_max, exactness=True)
         for draft in drafts[:1] or [None]:
-            family = Family("ours · f32 exactness check", OURS, target_path, draft=draft.path if draft else None, precision="f32")
+            family = Family("ours · f32 exactness check", OURS, target_path, draft=draft.path if draft else None, precision="f32",
+                            draft_vocabulary=draft.vocabulary if draft else None)
             for prompt_set in (grounded_set, open_set):
                 add(family, mode=AR, drafter=None, draft=None, **{**exact, "k": None, "dynamic": False}, prompt_set=prompt_set)
                 add(family, mode=SPEC, drafter=LOOKUP, draft=None, **exact, prompt_set=prompt_set)
@@ -233,7 +236,8 @@ def build_plan(
                 add(Family("ours · prompt lookup", OURS, target_path, precision=precision), mode=SPEC, drafter=LOOKUP,
                     draft=None, k=k_default, dynamic=True, max_new_tokens=n, **greedy)
                 for draft in drafts:
-                    family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision)
+                    family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision,
+                                    draft_vocabulary=draft.vocabulary)
                     add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, max_new_tokens=n, **greedy)
             if GENAI in peers:
                 add(Family("openvino-genai · plain", GENAI, target_path, precision=precision), mode=AR, drafter=None, draft=None, k=None,
@@ -241,6 +245,7 @@ def build_plan(
                 lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True, precision=precision)
                 add(lookup, mode=SPEC, drafter=LOOKUP, draft=None, k=peer_k, dynamic=False, max_new_tokens=n, **greedy)
 
-    costs = Family("ours · per-call costs", "costs", target_path, drafts=tuple(d.path for d in drafts), precision=precision)
+    costs = Family("ours · per-call costs", "costs", target_path, drafts=tuple(d.path for d in drafts), precision=precision,
+                   draft_vocabularies=tuple(d.vocabulary for d in drafts))
     return Plan(target_label, target_path, drafts, prompt_sets, list(families.values()), settings, costs)
 

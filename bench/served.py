@@ -52,11 +52,14 @@ class Engine:
 
         self.page, self.registry = page, ModelRegistry()
 
-    def _model(self, ref: str):
+    def _model(self, ref: str, draft: bool = False):
         from spec.config import ModelKey
         from spec.serving.race import warm_up
 
-        return warm_up(self.registry.get(ModelKey(ref, self.page.weight_format, self.page.precision)))
+        page = self.page
+        key = (ModelKey(ref, page.draft_weight_format, page.precision, vocabulary=page.draft_vocabulary) if draft
+               else ModelKey(ref, page.weight_format, page.precision))
+        return warm_up(self.registry.get(key))
 
     def run(self, prompt: str, mode: str, max_new_tokens: int) -> float:
         """Decode tokens/s of one lane run alone."""
@@ -68,7 +71,7 @@ class Engine:
         d, page = self.page.defaults, self.page
         config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=d["temperature"], top_p=d["top_p"], seed=d["seed"],
                                   num_assistant_tokens=d["k"], dynamic_k=d["dynamic_k"]).validate()
-        draft = self._model(page.draft) if mode == "speculative" and page.drafter != "prompt-lookup" else None
+        draft = self._model(page.draft, draft=True) if mode == "speculative" and page.drafter != "prompt-lookup" else None
         step = None
         try:
             for step in generate(prompt, self._model(page.target), config, mode, page.drafter, draft, threading.Event()):

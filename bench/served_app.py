@@ -128,6 +128,8 @@ class Page:
     draft: str | None
     weight_format: str
     precision: str
+    draft_weight_format: str
+    draft_vocabulary: int | None
 
     def inputs(self, prompt: str, max_new_tokens: int | None = None) -> dict:
         """/race's inputs for `prompt` as a click sends them (the page's starting values)."""
@@ -141,7 +143,8 @@ _PAGE = """
 import json, app
 p = app.DEFAULT_PRESET
 print(json.dumps(dict(examples=app.EXAMPLES, preset=p.label, drafter=p.drafters[0], defaults=app.DEFAULTS,
-                      target=p.target, draft=p.draft, weight_format=p.weight_format, precision=p.precision)))
+                      target=p.target, draft=p.draft, weight_format=p.weight_format, precision=p.precision,
+                      draft_weight_format=p.draft_weight_format or p.weight_format, draft_vocabulary=p.draft_vocabulary)))
 """
 
 

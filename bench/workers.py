@@ -34,6 +34,8 @@ class Family:
     drafts: tuple[str, ...] = ()  # "costs" only: every draft whose forward to time
     prompt_lookup: bool = False  # openvino-genai only: build the pipeline with prompt_lookup=True
     precision: str = "default"  # spec.decoding.runtime's precision; peers compile with the same CPU properties
+    draft_vocabulary: int | None = None  # ours only: the draft's head scores only this many frequent tokens
+    draft_vocabularies: tuple[int | None, ...] = ()  # "costs" only: the same for each of `drafts`
 
 
 class WorkerError(RuntimeError):
@@ -153,7 +155,9 @@ class _Ours:
         from spec.models.registry import load_model
 
         self.target = load_model(ModelKey(family.target, precision=family.precision))
-        self.draft = load_model(ModelKey(family.draft, precision=family.precision)) if family.draft else None
+        self.draft = None
+        if family.draft:
+            self.draft = load_model(ModelKey(family.draft, precision=family.precision, vocabulary=family.draft_vocabulary))
         compiled = self.target.model.compiled
         self.info = {"compiled": {key: str(compiled.get_property(key)) for key in _PROPERTIES if _has(compiled, key)}}
         # The target's answers so far, as a server keeps them: lookup searches those to other prompts.
@@ -309,6 +313,18 @@ class _Optimum:
         return {"tokens": tokens, "new_tokens": len(tokens), "seconds": seconds, "prompt_tokens": ids.shape[1]}
 
 
+def _token_ids(path: str, vocabulary: int | None):
+    """The tokens a draft's head scores, as spec.models.registry.load_model chooses them; None: all."""
+    if vocabulary is None:
+        return None
+    from transformers import AutoTokenizer
+
+    from spec.models.draft_vocabulary import frequent_token_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return frequent_token_ids(tokenizer, vocabulary) if vocabulary < len(tokenizer) else None
+
+
 class _Costs:
     """Per-call costs through spec.decoding.runtime.StatefulLM: where a speculative round spends its time."""
 
@@ -317,9 +333,13 @@ class _Costs:
         from spec.decoding.runtime import compile_model
 
         cache_dir = models_dir() / "compiled"  # as spec.models.registry.load_model compiles
-        compile = lambda path: compile_model(Path(path) / "openvino_model.xml", family.precision, CPU, cache_dir)  # noqa: E731
+
+        def compile(path: str, vocabulary: int | None = None):
+            return compile_model(Path(path) / "openvino_model.xml", family.precision, CPU, cache_dir, _token_ids(path, vocabulary))
+
         self.target = compile(family.target)
-        self.drafts = {path: compile(path) for path in family.drafts}
+        vocabularies = family.draft_vocabularies or (None,) * len(family.drafts)
+        self.drafts = {path: compile(path, vocabulary) for path, vocabulary in zip(family.drafts, vocabularies)}
         self.bytes_per_step = weight_bytes_per_step(Path(family.target) / "openvino_model.xml")
 
     def run(self, job: dict) -> dict:

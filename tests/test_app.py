@@ -70,8 +70,8 @@ def served(tmp_path_factory, tiny_models_dir):
         sys.modules.pop("app", None)
         app = importlib.import_module("app")
         pair = app.DEFAULT_PRESET
-        for ref in (pair.target, pair.draft):  # converted into the session's cache, once, here
-            app.registry.get(ModelKey(ref, pair.weight_format, pair.precision))
+        for key in pair.keys(pair.target, pair.draft):  # converted into the session's cache, once, here
+            app.registry.get(key)
     finally:  # the app has read its settings; other tests see the environment they had
         for name, value in saved.items():
             if value is None:

