@@ -20,6 +20,7 @@ class Stats:
     target_seconds: float = 0.0  # time spent in target calls (prefill excluded)
     verify_seconds: float = 0.0  # of which in verify calls (K+1 tokens each)
     draft_seconds: float = 0.0  # time spent drafting
+    draft_catch_up_seconds: float = 0.0  # of which a draft model read the prompt, or what was written while it sat out
     accepted_histogram: list[int] = field(default_factory=list)  # [n] = target calls that kept n draft tokens
     stop_reason: str | None = None  # "eos", "stop_string", "max_new_tokens", "cancelled"
 

@@ -93,6 +93,7 @@ def speculative(
         drafts = pad_draft(context, proposal.tokens, k, lookup_ngram)
         q = _with_guesses(proposal.q, drafts)
         stats.draft_seconds += proposal.seconds
+        stats.draft_catch_up_seconds += proposal.catch_up_seconds
         stats.draft_tokens += len(proposal.tokens)
 
         # 2. Verify: one target call scores the pending token and every draft, plus the bonus position.
