@@ -95,7 +95,7 @@ def answers_from_results(report: dict) -> dict[str, list[int]]:
 def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int]] | None = None) -> list[dict]:
     import spec.decoding.speculative as speculative
     from spec import GenerationConfig, ModelKey, generate, load_model
-    from spec.decoding.runtime import StatefulLM
+    from spec.models.runtime import StatefulLM
 
     ar_cache = json.loads(args.ar.read_text()) if args.ar and args.ar.exists() else {}
     ar_cache.update(ar_from or {})

@@ -204,7 +204,7 @@ def check_targets(plan: Plan, records: list[dict], summaries: list[dict], costs:
             )
     if costs and costs.get("target_1") and costs.get(f"target_{VERIFY_K + 1}"):
         add(f"target call on K+1={VERIFY_K + 1} tokens ≤ {VERIFY_CEILING}× a 1-token call",
-            f"spec.decoding.runtime StatefulLM, context {costs.get('context_tokens')} tokens",
+            f"spec.models.runtime StatefulLM, context {costs.get('context_tokens')} tokens",
             # Lower is better here: compare the inverse so that "value ≥ needed" reads the same way.
             costs["target_1"] / costs[f"target_{VERIFY_K + 1}"] * VERIFY_CEILING, 1.0)
         targets[-1]["shown"] = f"{costs[f'target_{VERIFY_K + 1}'] / costs['target_1']:.2f}× (≤ {VERIFY_CEILING}×)"
@@ -519,7 +519,7 @@ def markdown(report: dict, plan: Plan) -> str:
 def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
     t1 = costs["target_1"]
     lines = ["## Where the time goes", "",
-             f"Median of {report['cost_repeats']} repeats through `spec.decoding.runtime.StatefulLM`; each repeat starts from a "
+             f"Median of {report['cost_repeats']} repeats through `spec.models.runtime.StatefulLM`; each repeat starts from a "
              f"fresh cache holding a {costs['context_tokens']}-token prompt, precision `{report['precision']}`. A width is "
              "timed on its fourth call in a row, as the engine calls it (every verify call has the same width); "
              "the first call at a new width pays for OpenVINO re-preparing every layer, timed on its own below.", "",

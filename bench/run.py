@@ -317,7 +317,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         "precision_note": (
             f"our compiled target reports inference precision {compiled.get('INFERENCE_PRECISION_HINT', '?')}, "
             f"KV cache {compiled.get('KV_CACHE_PRECISION', '?')}, hint {compiled.get('PERFORMANCE_HINT', '?')}; "
-            "the peers compile the same IR with the same CPU properties (spec.decoding.runtime.precision_config)"
+            "the peers compile the same IR with the same CPU properties (spec.models.runtime.precision_config)"
         ),
         "measurement": (
             f"{args.repeats} repeat(s) after a warm-up generation per configuration; configurations interleaved "

@@ -5,7 +5,7 @@ runtime and caches of that family alone. The parent sends one generation at a ti
 over all families, so drift on a shared machine hits every configuration alike.
 
 Engines: "ours" (spec.decoding.engine), "openvino-genai" (LLMPipeline: plain, draft_model, prompt_lookup),
-"optimum-intel" (OVModelForCausalLM.generate, plain) and "costs" (spec.decoding.runtime directly: the
+"optimum-intel" (OVModelForCausalLM.generate, plain) and "costs" (spec.models.runtime directly: the
 per-call cost of a target and draft forward, for "where the time goes").
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ class Family:
     draft: str | None = None  # IR folder of the draft model, if it drafts with one
     drafts: tuple[str, ...] = ()  # "costs" only: every draft whose forward to time
     prompt_lookup: bool = False  # openvino-genai only: build the pipeline with prompt_lookup=True
-    precision: str = "default"  # spec.decoding.runtime's precision; peers compile with the same CPU properties
+    precision: str = "default"  # spec.models.runtime's precision; peers compile with the same CPU properties
     draft_vocabulary: int | None = None  # ours only: the draft's head scores only this many frequent tokens
     draft_vocabularies: tuple[int | None, ...] = ()  # "costs" only: the same for each of `drafts`
 
@@ -98,7 +98,7 @@ class Worker:
 # Imported before the "before models" RSS reading, so that it counts the libraries, not the models.
 _IMPORTS = {
     "ours": ("openvino", "transformers", "spec.decoding.engine", "spec.models.registry"),
-    "costs": ("openvino", "spec.decoding.runtime", "spec.decoding.sampling"),
+    "costs": ("openvino", "spec.models.runtime", "spec.decoding.sampling"),
     "openvino-genai": ("openvino", "openvino_genai"),
     "optimum-intel": ("openvino", "torch", "transformers", "optimum.intel"),
 }
@@ -223,7 +223,7 @@ class _Genai:
     def __init__(self, family: Family):
         import openvino_genai
 
-        from spec.decoding.runtime import precision_config
+        from spec.models.runtime import precision_config
 
         self._genai = openvino_genai
         # The CPU properties our engine compiles with: the comparison is of the loops, not of settings.
@@ -289,7 +289,7 @@ class _Optimum:
         import optimum.intel
         from optimum.intel import OVModelForCausalLM
 
-        from spec.decoding.runtime import precision_config
+        from spec.models.runtime import precision_config
 
         ov_config = {"PERFORMANCE_HINT": "LATENCY", **precision_config(family.precision)}
         self.model = OVModelForCausalLM.from_pretrained(family.target, device=CPU, ov_config=ov_config)
@@ -326,11 +326,11 @@ def _token_ids(path: str, vocabulary: int | None):
 
 
 class _Costs:
-    """Per-call costs through spec.decoding.runtime.StatefulLM: where a speculative round spends its time."""
+    """Per-call costs through spec.models.runtime.StatefulLM: where a speculative round spends its time."""
 
     def __init__(self, family: Family):
         from spec.models.conversion_cache import models_dir
-        from spec.decoding.runtime import compile_model
+        from spec.models.runtime import compile_model
 
         cache_dir = models_dir() / "compiled"  # as spec.models.registry.load_model compiles
 

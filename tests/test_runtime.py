@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from spec.config import DEFAULT_PRECISION, F32
-from spec.decoding import runtime
-from spec.decoding.runtime import _MAX_DEAD_SLOTS, cpu_has_amx, precision_config
+from spec.models import runtime
+from spec.models.runtime import _MAX_DEAD_SLOTS, cpu_has_amx, precision_config
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -93,7 +93,7 @@ def test_a_finished_generation_hands_its_request_to_the_next_one_empty(tiny_pair
 
 def test_a_large_generation_gives_its_memory_back_instead_of_pooling_it(tiny_pairs):
     """A long prompt grows the request's state and the model's scratch buffers: neither is kept."""
-    from spec.decoding.runtime import _POOL_MAX_WIDTH
+    from spec.models.runtime import _POOL_MAX_WIDTH
 
     target, _ = tiny_pairs["llama"]
     large = target.model.new_cache()

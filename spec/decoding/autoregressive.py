@@ -11,7 +11,7 @@ from spec.decoding.generation import TARGET, Generation, Step
 from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:  # only for types: decoding itself runs on any object with forward()
-    from spec.decoding.runtime import StatefulLM
+    from spec.models.runtime import StatefulLM
 
 
 def decode_one_token(cache: "StatefulLM", token_ids: Sequence[int], sampler: Sampler) -> tuple[int, np.ndarray | None]:

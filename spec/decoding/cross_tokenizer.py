@@ -27,7 +27,7 @@ import numpy as np
 from spec.decoding.drafters import Proposal
 
 if TYPE_CHECKING:
-    from spec.decoding.runtime import StatefulLM
+    from spec.models.runtime import StatefulLM
 
 _ANCHOR_TOKENS = 3  # how many of the context's last target tokens re-encoding may start from
 _MAX_DRAFT_STEPS = 3  # draft steps per target token asked for, at most (tokenizers split text differently)

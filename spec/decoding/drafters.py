@@ -22,7 +22,7 @@ from spec.decoding.history import SEPARATOR
 from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:
-    from spec.decoding.runtime import StatefulLM
+    from spec.models.runtime import StatefulLM
 
 
 class Proposal(NamedTuple):

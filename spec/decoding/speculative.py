@@ -27,7 +27,7 @@ from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, LOOKUP, TARGET
 from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:
-    from spec.decoding.runtime import StatefulLM
+    from spec.models.runtime import StatefulLM
 
 
 def speculative(

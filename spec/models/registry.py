@@ -1,7 +1,7 @@
 """Compiled models, loaded once per process and shared by every session.
 
 A model is keyed by a ModelKey (reference, weight format, precision, device). Each generation opens
-its own KV cache on a shared compiled model (see spec.decoding.runtime), so sharing is safe.
+its own KV cache on a shared compiled model (see spec.models.runtime), so sharing is safe.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from spec.errors import ModelError
 from spec.models.export import IR_XML
 from spec.progress import ProgressFn, ignore, phase
 from spec.models.resolve import ResolvedModel, resolve_model
-from spec.decoding.runtime import CompiledLM, compile_model
+from spec.models.runtime import CompiledLM, compile_model
 
 
 @dataclass
