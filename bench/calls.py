@@ -122,7 +122,7 @@ def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int
                 args.ar.write_text(json.dumps(ar_cache))
         want = ar_cache[key]
         for drafter in args.drafter:
-            target.memories.clear()  # each prompt starts afresh: nothing learned carries over
+            _forget_pairs(target)  # each prompt starts afresh: nothing learned carries over
             calls.clear()
             steps = list(generate(text, target, config, "speculative", drafter, draft))
             tokens = [t for s in steps for t in s.token_ids]
@@ -225,6 +225,16 @@ def _cost(widths: list[int], curve, switch: float = SWITCH) -> float:
         total += curve(width) + (switch if width != last else 0.0)
         last = width
     return total
+
+
+def _forget_pairs(target) -> None:
+    """Clear what the target's pairs learned (where the engine under test keeps it)."""
+    try:
+        from spec.decoding.target_memory import target_memory
+    except ImportError:  # an engine from before decoding owned it (--engine): the loaded model carried it
+        target.memories.clear()
+        return
+    target_memory(target).pairs.clear()
 
 
 def _pin_costs(speculative, curve, switch: float = SWITCH) -> None:

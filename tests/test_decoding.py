@@ -6,6 +6,7 @@ import pytest
 from spec.config import GenerationConfig
 from spec.decoding.engine import generate
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, TARGET
+from spec.decoding.target_memory import target_memory
 from tests.conftest import assert_follows, exact_first_tokens, real_models_dir
 
 PROMPTS = [
@@ -189,19 +190,21 @@ def test_dynamic_k_for_prompt_lookup_plans_each_round_from_the_match(tiny_pairs,
 def test_the_targets_call_costs_outlive_a_generation(tiny_pairs):
     """What prompt lookup's schedule timed of the target's calls is there for its next generation."""
     target, _ = tiny_pairs["llama"]
-    target.call_costs.seconds.clear()
+    target_memory(target).call_costs.seconds.clear()
     prompt = "one two three four five six seven one two three four five six seven one two three"
     run(prompt, target, "speculative", "prompt-lookup", None, num_assistant_tokens=4, max_new_tokens=32)
-    assert target.call_costs.seconds and all(seconds > 0 for seconds in target.call_costs.seconds.values())
+    costs = target_memory(target).call_costs
+    assert costs.seconds and all(seconds > 0 for seconds in costs.seconds.values())
 
 
 def test_the_hybrid_learns_apart_from_the_draft_model_alone(tiny_pairs):
     """The hybrid drafts with the model only where lookup finds nothing: what it sees there must
     not be what the model alone starts from."""
     target, draft = tiny_pairs["llama"]
-    target.memories.clear()
+    target_memory(target).pairs.clear()
     run(PROMPTS[0], target, "speculative", "hybrid", draft, max_new_tokens=24)
-    assert list(target.memories) == [(str(draft.resolved.path), "hybrid")]
+    pairs = target_memory(target).pairs
+    assert list(pairs) == [(str(draft.resolved.path), "hybrid")]
     run(PROMPTS[0], target, "speculative", "draft-model", draft, max_new_tokens=24)
-    hybrid, alone = (target.memories[str(draft.resolved.path), kind] for kind in ("hybrid", "draft-model"))
+    hybrid, alone = (pairs[str(draft.resolved.path), kind] for kind in ("hybrid", "draft-model"))
     assert hybrid is not alone

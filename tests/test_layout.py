@@ -1,5 +1,6 @@
-"""The layout is part of the spec: the engine's modules form no import cycle, the pure ones load
-without OpenVINO, and nothing in the engine knows about the UI."""
+"""The layout is part of the spec: the engine's modules form no import cycle, its folders are
+layered one way (models below decoding below serving), the pure ones load without OpenVINO, and
+nothing in the engine knows about the UI."""
 from __future__ import annotations
 
 import ast
@@ -10,21 +11,55 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+# The engine's folders, lowest first: each may import its own modules and those of the folders
+# before it, never those after. The shared modules (settings, errors, progress) sit below all three.
+LAYERS = ("spec.models", "spec.decoding", "spec.serving")
+SHARED = ("spec.config", "spec.errors", "spec.progress")
+
+
+def spec_paths() -> dict[str, Path]:
+    """spec module name -> its file."""
+    return {".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): path for path in (REPO / "spec").rglob("*.py")}
+
+
+def imports(path: Path) -> set[str]:
+    """Every module the file imports, anywhere in it (lazy imports too); for `from a.b import c`,
+    a.b and a.b.c (which may be a module)."""
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            imported.add(node.module)
+            imported |= {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            imported |= {alias.name for alias in node.names}
+    return imported
+
+
 def spec_imports() -> dict[str, set[str]]:
     """spec module -> the spec modules it imports, anywhere in the file (lazy imports too)."""
-    paths = {".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): path for path in (REPO / "spec").rglob("*.py")}
+    paths = spec_paths()
     graph = {}
     for name, path in paths.items():
-        imported = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "spec":
-                # `from spec.models import hub` imports the module spec.models.hub
-                imported.add(node.module)
-                imported |= {f"{node.module}.{alias.name}" for alias in node.names} & set(paths)
-            elif isinstance(node, ast.Import):
-                imported |= {alias.name for alias in node.names if alias.name.startswith("spec.")}
-        graph[name] = imported - {name}
+        # `from spec.models import hub` imports the module spec.models.hub; `from spec.config import X`, spec.config
+        found = {m if m in paths else m.rpartition(".")[0] for m in imports(path)}
+        graph[name] = found & set(paths) - {name}
     return graph
+
+
+def layer(module: str) -> int | None:
+    """The module's place among LAYERS (0 lowest), -1 for the shared modules, None above them all."""
+    if module in SHARED:
+        return -1
+    return next((i for i, folder in enumerate(LAYERS) if module == folder or module.startswith(folder + ".")), None)
+
+
+def arrows_up(graph: dict[str, set[str]]) -> list[str]:
+    """Each import in `graph` of a module in a later layer than the importer's (or above them all)."""
+    return sorted(
+        f"{module} -> {imported}"
+        for module, imports_ in graph.items() if layer(module) is not None
+        for imported in imports_ if layer(imported) is None or layer(imported) > layer(module)
+    )
 
 
 def test_the_engine_has_no_import_cycle():
@@ -46,10 +81,25 @@ def test_the_engine_has_no_import_cycle():
         visit(module)
 
 
-def test_decoding_never_imports_serving():
-    for module, imported in spec_imports().items():
-        if module.startswith("spec.decoding"):
-            assert not {m for m in imported if m.startswith("spec.serving")}, module
+def test_the_folders_are_layered_models_below_decoding_below_serving():
+    graph = spec_imports()
+    unplaced = [m for m in graph if m.count(".") >= 2 and layer(m) is None]
+    assert not unplaced, f"modules in a folder LAYERS does not name: {unplaced}"
+    assert arrows_up(graph) == []
+
+
+def test_the_layering_check_sees_an_arrow_back_up():
+    """As when the registry imported decoding's cost model: an arrow back up from each layer is named."""
+    graph = {
+        "spec.models.registry": {"spec.config", "spec.models.runtime", "spec.decoding.adaptive_k"},
+        "spec.decoding.engine": {"spec.models.registry", "spec.serving.race"},
+        "spec.serving.race": {"spec.decoding.engine", "spec.models.registry", "spec.progress"},
+        "spec.config": {"spec.cli"},
+        "spec.cli": {"spec.serving.race"},
+    }
+    assert arrows_up(graph) == [
+        "spec.config -> spec.cli", "spec.decoding.engine -> spec.serving.race", "spec.models.registry -> spec.decoding.adaptive_k",
+    ]
 
 
 def test_each_job_has_its_folder():
@@ -81,7 +131,8 @@ def test_pure_modules_import_without_openvino_or_ui():
     assert out.strip() == "[]"
 
 
-def test_the_engine_never_imports_the_ui():
+def test_the_engine_never_imports_the_ui_or_the_benchmark():
+    """Not gradio, not the page (app.py, render.py), not the benchmark, even lazily."""
     for path in (REPO / "spec").rglob("*.py"):
-        text = path.read_text()
-        assert "import gradio" not in text and "from gradio" not in text, path.name
+        outside = {m for m in imports(path) if m.split(".")[0] in ("gradio", "app", "render", "bench", "tests")}
+        assert not outside, (path.relative_to(REPO), sorted(outside))

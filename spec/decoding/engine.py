@@ -28,6 +28,7 @@ from spec.decoding.history import AnswerHistory
 from spec.models.registry import LoadedModel
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
+from spec.decoding.target_memory import target_memory
 from spec.decoding.vocab import shared_vocab_size
 
 
@@ -59,9 +60,10 @@ def make_drafter(
         return HybridDrafter(
             make_drafter(DRAFT_MODEL, target, draft, config, rng, prompt), PromptLookupDrafter(config.prompt_lookup_max_ngram, history=history)
         )
-    if draft.ref not in target.pairs:
-        target.pairs[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
-    shared = target.pairs[draft.ref]
+    checked = target_memory(target).shared_vocab
+    if draft.ref not in checked:
+        checked[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
+    shared = checked[draft.ref]
     if shared is None:
         draft_prompt = encode_prompt(draft.tokenizer, prompt, config.chat)
         target_prompt_length = len(encode_prompt(target.tokenizer, prompt, config.chat))
@@ -110,13 +112,13 @@ def generate(
     # with the model only where lookup finds nothing, the hard places, and its acceptance there,
     # shared, paused the model alone where it paid (45% plain steps on HumanEval 0-15, 1.29x where
     # fixed K=4 made 1.33x: every problem but the first started from the hybrid's estimate).
-    memory, caches = None, [cache]
+    learned, memory, caches = target_memory(target), None, [cache]
     if isinstance(model, (DraftModelDrafter, CrossTokenizerDrafter)):
-        memory = target.memories.setdefault((str(draft.resolved.path), drafter), PairMemory())
+        memory = learned.pairs.setdefault((str(draft.resolved.path), drafter), PairMemory())
         caches.append(model.cache)
     steps = speculative(
         cache, chosen, sampler, generation, config.num_assistant_tokens, config.dynamic_k, memory, cancel,
-        config.prompt_lookup_max_ngram, target.call_costs,
+        config.prompt_lookup_max_ngram, learned.call_costs,
     )
     return _releasing(steps, caches, history, generation)
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spec.config import ModelKey
-from spec.decoding.adaptive_k import CallCosts
 from spec.models.conversion_cache import models_dir
 from spec.models.draft_vocabulary import frequent_token_ids
 from spec.errors import ModelError
@@ -24,9 +23,13 @@ from spec.models.resolve import ResolvedModel, resolve_model
 from spec.models.runtime import CompiledLM, compile_model
 
 
-@dataclass
+@dataclass(eq=False)  # one object per load: compared, hashed and weakly referenced by identity
 class LoadedModel:
-    """A compiled model and its tokenizer, shared by every session; each generation opens its own cache."""
+    """A compiled model and its tokenizer, shared by every session; each generation opens its own cache.
+
+    What decoding learns about it (what its calls cost, how its drafts fare) is the decoding side's
+    to keep, for as long as this object lives.
+    """
 
     key: ModelKey
     resolved: ResolvedModel
@@ -35,9 +38,6 @@ class LoadedModel:
     eos_token_ids: set[int]
     size_bytes: int  # weights on disk: what the memory budget counts
     token_ids: np.ndarray | None = field(default=None, repr=False)  # the token each logit stands for; None: logit i is token i
-    pairs: dict = field(default_factory=dict, repr=False)  # draft ref -> shared vocab size (checked once)
-    memories: dict = field(default_factory=dict, repr=False)  # (draft model folder, drafter) -> PairMemory (dynamic K)
-    call_costs: CallCosts = field(default_factory=CallCosts, repr=False)  # its calls' cost per width (dynamic K)
 
     @property
     def ref(self) -> str:
@@ -70,8 +70,7 @@ def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where}: {str(error).splitlines()[0]}") from error
     size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
-    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids,
-                       call_costs=CallCosts.for_precision(key.precision))
+    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids)
 
 
 def _eos_token_ids(resolved: ResolvedModel, tokenizer) -> set[int]:
