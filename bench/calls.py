@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--curve", type=Path, help="price widths on the cost curve a benchmark's results JSON timed")
     args = parser.parse_args(argv)
 
-    from spec.decoding.adaptive_k import PRIOR_WIDTH_COST, prior_width_cost  # the curve predictions use, whichever engine runs
+    from spec.decoding.policy import PRIOR_WIDTH_COST, prior_width_cost  # the curve predictions use, whichever engine runs
 
     points, args.switch = PRIOR_WIDTH_COST, SWITCH
     try:
@@ -93,7 +93,6 @@ def answers_from_results(report: dict) -> dict[str, list[int]]:
 
 
 def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int]] | None = None) -> list[dict]:
-    import spec.decoding.speculative as speculative
     from spec import GenerationConfig, ModelKey, generate, load_model
     from spec.models.runtime import StatefulLM
 
@@ -103,7 +102,7 @@ def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int
         return replay(prompt_set, args, curve, ar_cache)
     target = load_model(ModelKey(TARGET, precision="f32"))
     draft = load_model(ModelKey(DRAFT, precision="f32")) if "hybrid" in args.drafter else None
-    _pin_costs(speculative, curve, args.switch)
+    _pin_costs(curve, args.switch)
     calls: list[tuple[object, int]] = []
     forward = StatefulLM.forward
 
@@ -161,7 +160,7 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
     from spec.decoding.sampling import Sampler
     from spec.models.resolve import resolve_model
 
-    _pin_costs(speculative, curve, args.switch)
+    _pin_costs(curve, args.switch)
     history = AnswerHistory() if args.history else None
     folder = resolve_model(TARGET, "int8").path
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -237,9 +236,13 @@ def _forget_pairs(target) -> None:
     target_memory(target).pairs.clear()
 
 
-def _pin_costs(speculative, curve, switch: float = SWITCH) -> None:
+def _pin_costs(curve, switch: float = SWITCH) -> None:
     """Make the schedules plan from the curve instead of from timings (which vary with the load)."""
-    from spec.decoding.adaptive_k import CallCosts
+    try:
+        import spec.decoding.policy as chooser  # where the engine picks a schedule for a drafter
+    except ImportError:  # an engine from before the policy package (--engine): the loop picked it
+        import spec.decoding.speculative as chooser
+    CallCosts = chooser.CallCosts
 
     def pinned(cls):
         class Pinned(cls):
@@ -259,8 +262,8 @@ def _pin_costs(speculative, curve, switch: float = SWITCH) -> None:
 
         return Pinned
 
-    speculative.LookupK = pinned(speculative.LookupK)
-    speculative.HybridK = pinned(speculative.HybridK)
+    chooser.LookupK = pinned(chooser.LookupK)
+    chooser.HybridK = pinned(chooser.HybridK)
 
 
 def table(records: list[dict], name: str, n: int, how: str = "greedy f32, priced on the prior cost curve") -> str:

@@ -1,6 +1,6 @@
 """A target's cost curve in one-token steps, as a benchmark run timed it on its own machine.
 
-The engine's prior curve (spec.decoding.adaptive_k.PRIOR_WIDTH_COST) is one CPU's: an AMX Xeon, where
+The engine's prior curve (spec.decoding.policy.PRIOR_WIDTH_COST) is one CPU's: an AMX Xeon, where
 a verify call of 5 costs 1.23 steps. On an AVX2-only CPU the same call costs about 2 steps, and a
 drafting rule that pays on one curve can lose on the other, so replays and ceilings can price widths
 on the curve of the machine whose answers they read.

@@ -11,7 +11,7 @@ import statistics
 from collections import defaultdict
 
 from bench.plan import AR, DRAFT_MODEL, GENAI, HYBRID, LOOKUP, OURS, SPEC, Plan, Setting
-from spec.decoding.adaptive_k import predicted_speedup
+from spec.decoding.policy import predicted_speedup
 
 DYNAMIC_FLOOR = 0.95  # dynamic K must never fall below this fraction of our autoregressive speed
 LOOKUP_GOAL = 2.0  # prompt lookup (and the hybrid) vs autoregressive, median over input-grounded prompts

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from spec.decoding.adaptive_k import (
+from spec.decoding.policy import (
     CallCosts, DynamicK, LookupAcceptance, LookupK, PairMemory, Round, expected_tokens, match_key, predicted_speedup,
     prior_width_cost,
 )
@@ -299,7 +299,7 @@ def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
 
 def test_exact_mode_plans_from_the_f32_curve_before_it_has_timed_a_call():
     """At f32 a call of 9 costs about 2.6 steps, not 1.4: guesses that pay at the default precision do not there."""
-    from spec.decoding.adaptive_k import PRIOR_WIDTH_COST_F32
+    from spec.decoding.policy import PRIOR_WIDTH_COST_F32
 
     assert CallCosts.for_precision("f32").prior is PRIOR_WIDTH_COST_F32
     assert CallCosts.for_precision("default").prior == CallCosts().prior

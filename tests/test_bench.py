@@ -148,7 +148,7 @@ def test_ceiling_finds_the_cheapest_schedule_of_widths():
     import random
 
     from bench.ceiling import WIDTHS, best_decode_speedup
-    from spec.decoding.adaptive_k import prior_width_cost
+    from spec.decoding.policy import prior_width_cost
 
     def exhaustive(runs, i=1, last=None):
         if i >= len(runs):

@@ -6,6 +6,7 @@ import pytest
 from spec.config import GenerationConfig
 from spec.decoding.engine import generate
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, TARGET
+from spec.decoding.policy import DynamicK, LookupK
 from spec.decoding.target_memory import target_memory
 from tests.conftest import assert_follows, exact_first_tokens, real_models_dir
 
@@ -87,7 +88,6 @@ def test_sampled_speculative_follows_the_target_distribution(tiny_pairs, monkeyp
     all show up here. When the draft model makes only one token, a free guess fills the second slot
     with a one-hot q: the output must still follow p.
     """
-    from spec.decoding.adaptive_k import DynamicK
     from spec.decoding.engine import encode_prompt
 
     monkeypatch.setattr(DynamicK, "next_draft_length", lambda self: drafted)
@@ -148,8 +148,6 @@ def test_incremental_text_never_splits_a_character(tiny_pairs):
 
 def test_a_draft_model_is_judged_by_the_drafts_it_made(tiny_pairs, monkeypatch):
     """Not by the free guesses that fill the rest of the width."""
-    from spec.decoding.adaptive_k import DynamicK
-
     target, draft = tiny_pairs["llama"]
     judged = []
     real_observe = DynamicK.observe_round
@@ -166,8 +164,6 @@ def test_a_draft_model_is_judged_by_the_drafts_it_made(tiny_pairs, monkeypatch):
 
 
 def test_dynamic_k_for_prompt_lookup_plans_each_round_from_the_match(tiny_pairs, monkeypatch):
-    from spec.decoding.adaptive_k import LookupK
-
     target, _ = tiny_pairs["llama"]
     plans = []
     real_next = LookupK.next_round

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec.decoding.adaptive_k import HybridK, LookupAcceptance, PairMemory, Round
+from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.engine import generate
 from spec.decoding.generation import ACCEPTED, LOOKUP

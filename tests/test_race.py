@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from spec.decoding.adaptive_k import expected_tokens
+from spec.decoding.policy import expected_tokens
 from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
 from spec.serving.race import (

@@ -6,7 +6,7 @@ Drafters behind one small interface (as transformers' CandidateGenerator):
   (Saxena 2023), the one whose match reaches furthest back, as an editor copies unchanged code;
   no second model, strong on input-grounded prompts. Where the context has no match of 3 tokens, it
   also searches the target's answers to other prompts (spec.decoding.history).
-- HybridDrafter: each round, one of the two (spec.decoding.adaptive_k.HybridK decides which).
+- HybridDrafter: each round, one of the two (spec.decoding.policy.HybridK decides which).
 A draft model with another tokenizer drafts through text: spec.decoding.cross_tokenizer.
 """
 from __future__ import annotations

@@ -9,7 +9,6 @@ from typing import Iterator
 
 import numpy as np
 
-from spec.decoding.adaptive_k import PairMemory
 from spec.decoding.autoregressive import autoregressive
 from spec.config import (
     AUTOREGRESSIVE,
@@ -25,6 +24,7 @@ from spec.decoding.cross_tokenizer import CrossTokenizerDrafter
 from spec.decoding.drafters import Drafter, DraftModelDrafter, HybridDrafter, PromptLookupDrafter
 from spec.decoding.generation import Generation, Step
 from spec.decoding.history import AnswerHistory
+from spec.decoding.policy import PairMemory
 from spec.models.registry import LoadedModel
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative

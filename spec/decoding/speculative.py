@@ -5,7 +5,7 @@ draft model (inside its drafter). Output follows p exactly: token for token the 
 autoregressive decoding when greedy, and the same distribution when sampling.
 
 A verify call checks the round's K drafts at width K+1 (the pending token and the drafts), K chosen
-by dynamic K each round from what the target's calls of each width cost (see adaptive_k): a drafter
+by dynamic K each round from what the target's calls of each width cost (see spec.decoding.policy): a drafter
 that makes fewer tokens than the round's K (a draft model that dynamic K holds back, prompt lookup
 without a long enough match) has the rest filled with free guesses (`pad_draft`), where changing the
 width would cost more than verifying them.
@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Iterator
 import numpy as np
 
 from spec.decoding.acceptance import speculative_accept
-from spec.decoding.adaptive_k import CallCosts, DynamicK, HybridK, LookupK, PairMemory
 from spec.decoding.autoregressive import decode_one_token
 from spec.config import PROMPT_LOOKUP
-from spec.decoding.drafters import Drafter, HybridDrafter, PromptLookupDrafter, pad_draft
+from spec.decoding.drafters import Drafter, pad_draft
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, LOOKUP, TARGET, Generation, Step
+from spec.decoding.policy import CallCosts, PairMemory, Schedule, schedule_for
 from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:
@@ -50,12 +50,7 @@ def speculative(
     earlier generations (None: start afresh). lookup_ngram: the longest n-gram lookups match on.
     costs: what the target's calls of each width cost in its earlier generations (None: start afresh).
     """
-    if isinstance(drafter, HybridDrafter):
-        schedule = HybridK(k, dynamic_k, memory, lookup_ngram, drafter.lookup, costs)
-    elif dynamic_k and drafter.free:  # the schedule asks the lookup what it would copy
-        schedule = LookupK(k, lookup_ngram, lookup=drafter if isinstance(drafter, PromptLookupDrafter) else None, costs=costs)
-    else:
-        schedule = DynamicK(k, dynamic_k, drafter.free, memory, costs=costs)
+    schedule: Schedule = schedule_for(drafter, k, dynamic_k, memory, lookup_ngram, costs)
     stats = generation.stats
     stats.drafted_by = drafter.name
     generation.resume()

@@ -13,7 +13,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from spec.decoding.adaptive_k import CallCosts, PairMemory
+from spec.decoding.policy import CallCosts, PairMemory
 
 if TYPE_CHECKING:
     from spec.models.registry import LoadedModel

@@ -23,11 +23,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from spec.decoding.adaptive_k import expected_tokens
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.engine import encode_prompt, generate
 from spec.decoding.generation import Step
 from spec.decoding.metrics import Stats
+from spec.decoding.policy import expected_tokens
 from spec.models.registry import LoadedModel, ModelRegistry
 
 WAITING, LOADING, RACING, DONE, STOPPED = "waiting", "loading", "racing", "done", "stopped"  # a race's phase

@@ -1,0 +1,77 @@
+"""What a target call costs per input width: the prior curves, and what this target's calls timed."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spec.config import F32
+from spec.decoding.policy.decay import DECAY
+
+# A verify call of width w, in one-token steps, before this generation has timed it: Qwen2.5-Coder-1.5B
+# INT8 at the default precision on 2 cores, 400 tokens in the cache, each width called several times
+# in a row (a one-token step took 69 ms); linear in between and beyond. A memory-bound target reads
+# its weights once per call whatever the width, until the multiplications themselves show.
+PRIOR_WIDTH_COST = {1: 1.0, 2: 1.0, 3: 1.05, 4: 1.18, 5: 1.23, 6: 1.33, 7: 1.36, 9: 1.44, 13: 1.67, 17: 2.08, 25: 2.58, 33: 3.32}
+# The same at F32 (Exact mode: f32 compute and KV cache, no 8-bit activations; a step 120-124 ms),
+# two runs averaged: wide calls cost far more, and not monotonically (17 is cheaper than 13 and 33
+# than 25: the plugin's kernels for those widths differ).
+PRIOR_WIDTH_COST_F32 = {1: 1.0, 2: 1.1, 3: 1.16, 4: 1.27, 5: 1.61, 6: 1.71, 7: 2.46, 9: 2.58, 13: 3.55, 17: 2.72, 25: 6.03, 33: 4.21}
+_PRIOR_SWITCH = 0.25  # and a call right after one of another width this many steps more
+
+
+def prior_width_cost(width: int, curve: dict[int, float] = PRIOR_WIDTH_COST) -> float:
+    """What a call of this width costs in one-token steps, before it is measured (by `curve`)."""
+    widths = sorted(curve)
+    if width <= widths[-1]:
+        return float(np.interp(width, widths, [curve[w] for w in widths]))
+    (w0, c0), (w1, c1) = [(w, curve[w]) for w in widths[-2:]]
+    return c1 + (width - w1) * max(0.0, (c1 - c0) / (w1 - w0))
+
+
+@dataclass
+class CallCosts:
+    """What the target's calls cost per input width on this device, as its generations timed them.
+
+    A property of the compiled target, so it carries over to the target's next generation: before,
+    each one started from the prior curve (the default precision on one CPU), and Exact mode's wide
+    f32 calls, far dearer than that, lost to plain decoding on HumanEval/2 (0.65x) before being timed.
+    """
+
+    seconds: dict[int, float] = field(default_factory=dict)  # width -> decayed seconds of a call at a steady width
+    switch: float | None = None  # seconds a call pays extra right after one of another width
+    prior: dict[int, float] = field(default_factory=lambda: PRIOR_WIDTH_COST)  # the curve until widths are timed
+
+    @classmethod
+    def for_precision(cls, precision: str) -> "CallCosts":
+        """Nothing timed yet, and the prior curve measured at this precision."""
+        return cls(prior=PRIOR_WIDTH_COST_F32 if precision == F32 else PRIOR_WIDTH_COST)
+
+    def cost(self, width: int, last_width: int | None) -> float:
+        """Seconds a call of this width takes right after one of `last_width`, counting the switch when it differs."""
+        seconds = self.steady(width)
+        if last_width is not None and width != last_width:
+            seconds += self.switch if self.switch is not None else _PRIOR_SWITCH * self.steady(1)
+        return seconds
+
+    def steady(self, width: int) -> float:
+        """Seconds a call of this width takes among calls of the same width (in steps before any is timed)."""
+        measured = self.seconds
+        if width in measured:
+            return measured[width]
+        if not measured:  # in steps: only ratios matter before anything is measured
+            return prior_width_cost(width, self.prior)
+        widths = sorted(measured)
+        if widths[0] < width < widths[-1]:  # between two timed widths: their own line, not another CPU's curve
+            return float(np.interp(width, widths, [measured[w] for w in widths]))
+        near = min(measured, key=lambda w: abs(w - width))  # scaled by the prior curve
+        return measured[near] * prior_width_cost(width, self.prior) / prior_width_cost(near, self.prior)
+
+    def observe(self, width: int, seconds: float, last_width: int | None) -> None:
+        """Learn from a call of this width that took `seconds` right after one of `last_width` (None: unknown)."""
+        if last_width == width:
+            old = self.seconds.get(width)
+            self.seconds[width] = seconds if old is None else DECAY * old + (1 - DECAY) * seconds
+        elif last_width is not None and width in self.seconds:
+            extra = max(0.0, seconds - self.seconds[width])
+            self.switch = extra if self.switch is None else DECAY * self.switch + (1 - DECAY) * extra

@@ -1,0 +1,204 @@
+"""Dynamic K, aware of cost: how many tokens to draft next, or none when drafting does not pay.
+
+A verify call checks up to K drafts (see spec.decoding.speculative); what adapts is the draft length
+n, how many of them the drafter makes, and the width of the call that checks them. n follows
+transformers' heuristic (+2 after a round that kept every draft, -1 otherwise), capped by Leviathan et
+al.'s cost model: with acceptance rate α, a draft model's call costing c plain target steps, and a
+verify call costing v plain steps (all three measured as the generation runs), a round of n drafts
+yields (1 − α^(n+1)) / (1 − α) tokens for (n + e)·c + v steps. e counts the calls a round makes beyond
+its n drafts (measured too): feeding the draft what the target added, and across tokenizers the draft
+token whose text may still grow; charging them per drafted token would make short rounds look dear and
+stop a draft that pays. v is the cheapest width that holds the n drafts, as the target's calls were
+timed per width (CallCosts): where a wide call costs little more than a step (2.5 times the drafts for
+a quarter of a step more, the AMX Xeon's curve) rounds stay at width K+1, since changing width makes
+OpenVINO re-prepare the model; where it is dear (an AVX2 CPU: a call of 5 costs 1.9 steps, of 2 1.2) a
+round of one or two drafts is checked at their own width. A drafter that costs nothing drafts the
+whole width.
+n never goes past the length that yields most per step; when no length beats a plain step, the loop
+takes plain steps for a while, then probes again, doubling the pause each time the probe confirms
+that drafting does not pay. A poor or expensive draft costs little. What was learned before a pause
+fades with every plain step (the text has moved on), and the probe drafts the fewest tokens that,
+all kept, would make drafting pay again: a 1-token probe after a bad start was too little evidence
+to outweigh it, and a draft that paid stayed paused (SmolLM2 for Qwen on HumanEval/2: 276 plain
+steps of 286 calls, 0.96x, where fixed K=4 made 1.31x). A pause needs the pair's long record to
+agree: its acceptance over about fifty rounds, never faded. The recent estimate alone dips below
+break-even after two or three unlucky rounds of a draft that pays on the whole, and the pauses that
+followed cost SmolLM2 for Qwen 44% of its calls as plain steps (HumanEval 0-15, N=330: 1.32x dynamic
+against 1.38x at K=4; 0.95x against 1.43x on HumanEval/12).
+
+What a draft model's pair learned carries over to the pair's next generation (`PairMemory`): its
+cost is a property of the two models on this device, so a draft that cannot pay is not re-learned
+at every prompt. Prompt lookup starts afresh each time: its payoff depends on the prompt.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from spec.decoding.policy.costs import CallCosts
+from spec.decoding.policy.decay import DECAY
+from spec.decoding.policy.expectations import PairMemory, predicted_speedup
+from spec.decoding.policy.pause import FIRST_PAUSE, MAX_PAUSE, MIN_MAX_PAUSE, PROBE_SHARE
+from spec.decoding.policy.schedule import Round
+
+_ALPHA_DECAY = 0.85  # a draft model's acceptance moves more slowly: a few bad rounds must not stop it
+
+
+class DynamicK:
+    """How many tokens the drafter makes each round, from what earlier rounds (and generations) measured.
+
+    K (`k`) is the most a verify call checks. What adapts is the draft length, how many tokens a
+    draft model makes, down to none: a plain target step; the round is checked at the cheapest width
+    that holds them (free guesses fill the rest), as the target's calls were timed (`costs`, shared by
+    its generations). DynamicK also keeps the bookkeeping its measurements need: the width of the
+    previous target call, since a call right after one of another width also pays for OpenVINO
+    re-preparing the model (the first plain step after the prompt, the first round after a pause)
+    and is no fair sample of a step's or a round's cost. Fixed K (`dynamic` False) checks K drafts
+    every round.
+    """
+
+    def __init__(
+        self,
+        k: int,
+        dynamic: bool = True,
+        free: bool = False,
+        memory: PairMemory | None = None,
+        first_draft_length: int | None = None,
+        costs: CallCosts | None = None,
+    ):
+        self.k = k
+        self.dynamic = dynamic
+        self.free = free  # the drafter costs nothing, so it is judged on the whole width it fills
+        self.memory = memory if memory is not None else PairMemory()
+        self.costs = costs if costs is not None else CallCosts()  # the target's, shared with its other generations
+        self.draft_length = k if first_draft_length is None else first_draft_length  # the heuristic's current length
+        self._last_width: int | None = None  # input width of the previous target call; None: unknown
+        self._round_k = k  # drafts the round just planned checks
+
+    @property
+    def alpha(self) -> float:
+        return self.memory.alpha
+
+    @property
+    def t_step(self) -> float | None:
+        """Seconds of a plain (1-token) target step, once two in a row were timed."""
+        return self.costs.seconds.get(1)
+
+    def verify_costs(self, switch: bool = False) -> list[tuple[int, float]]:
+        """Per draft length n (at index n - 1): the K of the cheapest verify call that holds n drafts
+        (n..K; the free drafter's and fixed K's: K), and its cost in plain steps; with `switch`, a
+        change from the previous call's width counted. Before a width is timed, from the prior curve."""
+        last = self._last_width if switch else None
+        step = self.costs.steady(1)
+        if not self.dynamic or self.free:
+            return [(self.k, self.costs.cost(self.k + 1, last) / step)] * self.k
+        cheapest, best = [], None
+        for k in range(self.k, 0, -1):  # from the widest down: the cheapest of widths k+1..K+1 (ties: the wider)
+            cost = self.costs.cost(k + 1, last) / step
+            best = (k, cost) if best is None or cost < best[1] else best
+            cheapest.append(best)
+        return cheapest[::-1]
+
+    def verify_cost(self, n: int, switch: bool = False) -> tuple[int, float]:
+        """The K and cost in plain steps of the cheapest verify call for n drafts (see verify_costs)."""
+        return self.verify_costs(switch)[n - 1]
+
+    def best_draft_length(self, alpha: float | None = None, memory: PairMemory | None = None) -> tuple[int, float]:
+        """The draft length (1..K) the cost model expects to yield most per step, and that speed-up,
+        at the recent acceptance unless `alpha` is given."""
+        m = self.memory if memory is None else memory
+        if m.draft_cost is None or not any(w > 1 for w in self.costs.seconds):
+            return self.k, float("inf")  # nothing measured yet: let the heuristic decide
+        alpha = m.alpha if alpha is None else alpha
+        verify = self.verify_costs()
+        return max(
+            # A round's extra calls cost as much whatever n is: they join the verify call's fixed cost.
+            ((n, predicted_speedup(alpha, n, m.draft_cost, verify[n - 1][1] + m.extra_calls * m.draft_cost))
+             for n in range(1, self.k + 1)),
+            key=lambda pair: pair[1],
+        )
+
+    def drafting_pays(self, memory: PairMemory | None = None) -> bool:
+        """Whether some draft length beats a plain step, at the recent acceptance or over the long record."""
+        m = self.memory if memory is None else memory
+        return self.best_draft_length(memory=m)[1] > 1.0 or self.best_draft_length(m.long_alpha, m)[1] > 1.0
+
+    def probe_length(self) -> int:
+        """The draft length of a probe after a pause: the fewest drafts that, all kept, would make
+        drafting pay again; the best length when none would (the draft is too dear whatever it keeps)."""
+        for n in range(1, self.k + 1):
+            kept = replace(self.memory)
+            kept.observe_acceptance(n, n, _ALPHA_DECAY)
+            if self.drafting_pays(kept):
+                return n
+        return self.best_draft_length()[0]
+
+    def next_draft_length(self) -> int:
+        """Tokens to draft next; 0 means take a plain target step."""
+        if not self.dynamic:
+            return self.k
+        m = self.memory
+        if self.t_step is None:
+            return 0  # a plain step first: it measures what a round must beat
+        if m.plain_left > 0:
+            m.plain_left -= 1
+            m.fade(_ALPHA_DECAY)
+            if m.plain_left == 0:
+                self.draft_length = self.probe_length()
+            return 0
+        return min(self.draft_length, self.best_draft_length()[0])
+
+    def next_round(self, context) -> Round:
+        """The next round: the draft length, checked at the cheapest width that holds it; or a plain step."""
+        n = self.next_draft_length()
+        if n == 0:
+            return Round(0, 0)
+        self._round_k = self.verify_cost(n, switch=True)[0]
+        return Round(self._round_k, n)
+
+    def observe_prefill(self) -> None:
+        """The prompt went through the target: the next call changes width."""
+        self._last_width = None
+
+    def observe_plain(self, seconds: float) -> None:
+        """Learn a plain step's cost, when it is a fair sample (see CallCosts.observe)."""
+        self.costs.observe(1, seconds, self._last_width)
+        self._last_width = 1
+
+    def observe_round(
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
+        draft_calls: int = 0,
+    ) -> None:
+        """Learn from a round whose drafter made `drafted` tokens (in `draft_seconds` and `draft_calls`
+        model calls, catching up excluded: `catch_up_seconds`), of which the target kept `accepted`,
+        verified in `verify_seconds`.
+
+        A draft model is judged by the tokens it made; a free drafter by the whole width, whose
+        guesses are lookups too: a round without any match then still counts, so a prompt that
+        never repeats itself leads to plain steps.
+        """
+        width = self._round_k + 1
+        self.costs.observe(width, verify_seconds, self._last_width)
+        self._last_width = width
+        judged = self.k if self.free else drafted
+        accepted = min(accepted, judged)
+        if not self.dynamic or judged == 0:
+            return
+        self.draft_length = min(self.draft_length + 2, self.k) if accepted == judged else max(1, self.draft_length - 1)
+        m = self.memory
+        m.observe_acceptance(judged, accepted, _ALPHA_DECAY)
+        t_step = self.t_step
+        if t_step is None:
+            return
+        if catch_up_seconds:
+            m.probe_cost = catch_up_seconds / t_step
+        calls = draft_calls or judged  # a drafter without calls (lookup) is priced per token
+        m.observe_calls(drafted, draft_calls)
+        c = draft_seconds / calls / t_step
+        m.draft_cost = c if m.draft_cost is None else DECAY * m.draft_cost + (1 - DECAY) * c
+        if self.drafting_pays():
+            m.pause = FIRST_PAUSE
+        else:
+            m.plain_left = m.pause
+            longest = MAX_PAUSE if m.probe_cost is None else min(MAX_PAUSE, max(MIN_MAX_PAUSE, m.probe_cost / PROBE_SHARE))
+            m.pause = min(2 * m.pause, int(longest))
+

@@ -1,0 +1,139 @@
+"""What a round of drafts is expected to yield: Leviathan et al.'s formulas, and how often drafts
+are kept, for a draft model's pair (PairMemory) and for prompt lookup per kind of match."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spec.decoding.policy.decay import DECAY
+from spec.decoding.policy.pause import FIRST_PAUSE
+
+_PRIOR_ACCEPTED, _PRIOR_REJECTED = 1.0, 1.0  # α starts at 0.5, and one round moves it
+_FADED = 0.25  # a pause fades the acceptance counts down to this weight (a quarter of a round), no further
+_LONG_DECAY = 0.98  # the pair's long record: about fifty rounds
+
+
+def expected_tokens(alpha: float, n: int) -> float:
+    """Tokens a round of n drafts yields on average: the kept drafts plus the target's own token."""
+    if alpha >= 1.0:
+        return n + 1.0
+    return (1.0 - alpha ** (n + 1)) / (1.0 - alpha)
+
+
+def predicted_speedup(alpha: float, n: int, draft_cost: float, verify_cost: float = 1.0) -> float:
+    """Leviathan et al.'s speed-up over plain decoding, with the verify call's measured cost.
+
+    draft_cost: a draft step in plain target steps (c). verify_cost: a verify call in plain target
+    steps (v; Leviathan et al. take it as 1).
+    """
+    return expected_tokens(alpha, n) / (n * draft_cost + verify_cost)
+
+
+@dataclass
+class PairMemory:
+    """What speculation measured for one (target, draft model) pair, shared by its generations."""
+
+    accepted: float = _PRIOR_ACCEPTED  # decayed counts of kept drafts ...
+    rejected: float = _PRIOR_REJECTED  # ... and of rejections
+    long_accepted: float = _PRIOR_ACCEPTED  # the same over the pair's long record, which pauses do not fade
+    long_rejected: float = _PRIOR_REJECTED
+    draft_cost: float | None = None  # c: a draft model's call ÷ a plain target step
+    call_seconds: float | None = None  # seconds of a draft model's call, re-encoding included (the hybrid's measure)
+    catch_up_seconds: float | None = None  # seconds it takes to catch up after rounds it did not draft (the hybrid's)
+    extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
+    plain_left: int = 0  # plain steps still to take before the next probe
+    pause: int = FIRST_PAUSE  # the length of the next pause
+    probe_cost: float | None = None  # what catching the draft up after a pause cost, in plain steps
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / (self.accepted + self.rejected)
+
+    @property
+    def long_alpha(self) -> float:
+        return self.long_accepted / (self.long_accepted + self.long_rejected)
+
+    def fade(self, decay: float) -> None:
+        """A plain step passed without drafting: what earlier rounds showed counts a little less."""
+        if self.accepted + self.rejected > _FADED:
+            self.accepted, self.rejected = decay * self.accepted, decay * self.rejected
+
+    def observe_acceptance(self, drafted: int, accepted: int, decay: float) -> None:
+        """Learn from a round whose target kept `accepted` of `drafted` drafts."""
+        accepted = min(accepted, drafted)
+        self.accepted = decay * self.accepted + accepted
+        self.rejected = decay * self.rejected + (accepted < drafted)
+        self.long_accepted = _LONG_DECAY * self.long_accepted + accepted
+        self.long_rejected = _LONG_DECAY * self.long_rejected + (accepted < drafted)
+
+    def round_seconds(self, n: int) -> float:
+        """Seconds a draft model takes to draft n tokens (call_seconds must be measured)."""
+        return (n + self.extra_calls) * self.call_seconds
+
+    def observe_calls(self, drafted: int, calls: int) -> None:
+        """Learn how many calls beyond its drafts a round made (0 calls: the drafter did not say)."""
+        if drafted and calls:
+            self.extra_calls = DECAY * self.extra_calls + (1 - DECAY) * max(0, calls - drafted)
+
+
+# Prompt lookup's acceptance per draft, before a generation has shown its own: by how far back the
+# lookup's match reaches (a long match is a copy under way), for the source just past an edited token
+# (RESUMED), and for guesses without any match (the last token repeated), which are seldom right.
+# Measured on the default target's answers: the share of rounds whose first draft Qwen2.5-Coder-1.5B
+# kept, per kind of match, replaying HumanEval 0-99 at N=330 (bench/calls.py --replay). The priors
+# before (SmolLM2's, on grounded prompts: 1-gram 0.5, 2-gram 0.68, 3-gram 0.85, RESUMED 0.5) were
+# twice too sure of short matches: on an AVX2 CPU, where a verify call of 2 costs 1.3 steps, lookup
+# verified guesses that lost to plain decoding on open questions (0.97x predicted, 0.94x measured).
+# Replayed on answers they were not taken from (open coding, code editing; N=100 and 160), the
+# median decode speed-up rose on both cost curves: AVX2 0.97x -> 1.00x, 1.28x -> 1.33x, 1.21x -> 1.30x;
+# the Xeon's 1.10x -> 1.12x, 1.82x -> 1.85x, 1.58x -> 1.62x.
+RESUMED = -1
+_MATCH_BUCKETS = (1, 2, 3, 4, 8, 16, 32)  # a match of length L counts in the largest bucket <= L
+_PRIOR_LOOKUP_ALPHA = {0: 0.1, 1: 0.24, 2: 0.40, 3: 0.58, 4: 0.69, 8: 0.90, 16: 0.98, 32: 0.98, RESUMED: 0.07}
+_PRIOR_WEIGHT = 2.0  # the prior counts as this many rounds
+# Lookup's counts forget more slowly than the costs: a kind of match is seen only now and then, and
+# one unlucky round must not make it look worthless (0.9 kept more per call than 0.7, 0.85 or 0.95
+# when replayed on the code-editing prompts, see bench/calls.py --replay).
+_LOOKUP_DECAY = 0.9
+
+
+def match_key(length: int, resumed: bool = False) -> int:
+    """The acceptance bucket of a lookup match: RESUMED, 0 (none), or the largest bucket <= its length."""
+    if resumed:
+        return RESUMED
+    return max((b for b in _MATCH_BUCKETS if b <= length), default=0)
+
+
+class LookupAcceptance:
+    """How often prompt lookup's drafts are kept, per kind of match (match_key).
+
+    A long match in code being edited is usually copied on for many tokens, no match at all
+    almost never: one average over all rounds would collapse where the answer first writes something
+    new, and then miss the long copy that follows. Counts decay over this generation's rounds.
+    """
+
+    def __init__(self):
+        self.kept = {key: _PRIOR_WEIGHT * a for key, a in _PRIOR_LOOKUP_ALPHA.items()}
+        self.rejected = {key: _PRIOR_WEIGHT * (1 - a) for key, a in _PRIOR_LOOKUP_ALPHA.items()}
+
+    def alpha(self, key: int) -> float:
+        return self.kept[key] / (self.kept[key] + self.rejected[key])
+
+    def expected_tokens(self, k: int, key: int, available: int) -> float:
+        """Tokens a round of k lookup drafts yields: the first `available` come from the match, the rest are guesses."""
+        total, survive = 1.0, 1.0
+        for i in range(k):
+            survive *= self.alpha(key if i < available else 0)
+            total += survive
+        return total
+
+    def observe(self, k: int, key: int, available: int, accepted: int) -> None:
+        """Learn from a round of k lookup drafts whose first `available` came from a match of this key."""
+        from_match = min(available, k)
+        self.count(key, min(accepted, from_match), accepted < from_match)
+        if accepted >= from_match and k > from_match:  # the guesses after the match were tried too
+            self.count(0, accepted - from_match, accepted < k)
+
+    def count(self, key: int, kept: int, rejected: bool) -> None:
+        self.kept[key] = _LOOKUP_DECAY * self.kept[key] + kept
+        self.rejected[key] = _LOOKUP_DECAY * self.rejected[key] + rejected
+

@@ -1,0 +1,109 @@
+"""The hybrid's schedule: each round prompt lookup or the draft model, whichever pays more."""
+from __future__ import annotations
+
+from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
+from spec.decoding.drafters import PromptLookupDrafter
+from spec.decoding.policy.costs import CallCosts
+from spec.decoding.policy.decay import DECAY
+from spec.decoding.policy.expectations import PairMemory
+from spec.decoding.policy.lookup_k import SURE_COPY, LookupK, lookup_state
+from spec.decoding.policy.pause import FIRST_PAUSE
+from spec.decoding.policy.schedule import Round
+
+# The hybrid probes the draft model again where lookup has no sure copy after FIRST_PAUSE rounds
+# without it, doubling up to this while probes confirm that it does not pay. Its estimates change
+# only in rounds it drafts: without probes, a few bad rounds early on (or on an earlier prompt: the
+# pair's memory is shared) left SmolLM2 unused for good on open questions, 1.02x where it alone made 1.22x.
+_HYBRID_MAX_PAUSE = 64
+
+
+class HybridK(LookupK):
+    """Each round, prompt lookup (at the K that pays best, as LookupK) or the draft model, whichever is
+    expected to keep more tokens per second of the round.
+
+    The draft model's side: its acceptance, the seconds of one of its calls (re-encoding included)
+    and the calls a round makes beyond its drafts, as this pair measured them, drafting n tokens
+    checked at a width of n+1 to K+1 (free guesses fill the rest), both chosen by the same rate when
+    dynamic. Its whole round is counted: after rounds it did not draft, the draft model first
+    catches up on what the target kept (a call of its own), so taking over from a copy costs more
+    than going on drafting, and the hybrid does not pay for the draft model where lookup would copy.
+    The model's estimates change only in rounds it drafts, so where lookup has no sure copy it is
+    probed after a pause without it (8 rounds, doubling to 64 while probes confirm it does not pay).
+    """
+
+    def __init__(
+        self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3,
+        lookup: PromptLookupDrafter | None = None, costs: CallCosts | None = None,
+    ):
+        super().__init__(k, max_ngram, None if dynamic else (k,), lookup, costs)
+        self.dynamic = dynamic
+        self.memory = memory if memory is not None else PairMemory()
+        self._read_prompt = False  # whether the draft model has read the prompt (its first round's "catch-up")
+        self.without_model = 0  # rounds since the draft model last drafted
+        self.pause = FIRST_PAUSE  # rounds without it before the next probe
+
+    def rates(self, key: int, available: int) -> dict[Round, float]:
+        rates = super().rates(key, available)
+        m, behind = self.memory, 0.0
+        if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
+            behind = m.catch_up_seconds if m.catch_up_seconds is not None else m.call_seconds
+        verify = {k: self.cost(k + 1) for k in (range(1, self.k + 1) if self.dynamic else (self.k,))}
+        guessed = self.acceptance.alpha(0)
+        for n in range(1, self.k + 1) if self.dynamic else (self.k,):
+            tokens, survive = 1.0, 1.0
+            for k in range(1, self.k + 1):  # the draft model's n tokens, then guesses up to width K+1
+                survive *= m.alpha if k <= n else guessed
+                tokens += survive
+                if k >= n and k in verify:
+                    rates[Round(k, n, DRAFT_MODEL)] = tokens / (verify[k] + behind + m.round_seconds(n))
+        if not self.dynamic:
+            rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
+        return rates
+
+    def next_round(self, context) -> Round:
+        if self.memory.call_seconds is None or (self._last_width is None and not self.costs.seconds):
+            # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
+            key, available = self._match = lookup_state(self.lookup, context)
+            self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= SURE_COPY else DRAFT_MODEL)
+            return self._plan
+        plan = super().next_round(context)
+        if plan.source == DRAFT_MODEL:  # chosen on its merits
+            self.without_model, self.pause = 0, FIRST_PAUSE
+        elif self.without_model >= self.pause and self._match[0] < SURE_COPY:
+            self._plan = self.probe()
+        else:
+            self.without_model += 1
+        return self._plan
+
+    def probe(self) -> Round:
+        """A draft-model round although another looked better: the model's estimates are only as
+        fresh as its last round. The next pause is longer, unless the model then wins on its merits."""
+        rates = self.rates(*self._match)
+        self.without_model, self.pause = 0, min(2 * self.pause, _HYBRID_MAX_PAUSE)
+        return max((plan for plan in rates if plan.source == DRAFT_MODEL), key=rates.get)
+
+    def observe_round(
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
+        draft_calls: int = 0,
+    ) -> None:
+        if self._plan.source != DRAFT_MODEL:
+            super().observe_round(drafted, accepted, draft_seconds, verify_seconds)
+            return
+        self._observe_call(self._plan.k + 1, verify_seconds)
+        m = self.memory
+        if catch_up_seconds:
+            # The first is reading the prompt: no catch-up after a few rounds. The others are the pair's
+            # on this device, and carry over to its next generation: learned afresh in each, a catch-up
+            # was priced as one ordinary call until one had been timed (SmolLM2 behind Qwen on an AVX2 CPU,
+            # 31 model rounds: 0.39 s of catching up priced, 1.39 s measured), and rounds that lost to plain
+            # steps looked to pay.
+            if self._read_prompt:
+                c = m.catch_up_seconds
+                m.catch_up_seconds = catch_up_seconds if c is None else DECAY * c + (1 - DECAY) * catch_up_seconds
+            self._read_prompt = True
+        m.observe_acceptance(drafted, accepted, DECAY)
+        if drafted:
+            m.observe_calls(drafted, draft_calls)
+            seconds = draft_seconds / (draft_calls or drafted)
+            d = m.call_seconds
+            m.call_seconds = seconds if d is None else DECAY * d + (1 - DECAY) * seconds

@@ -1,0 +1,89 @@
+"""Dynamic K for prompt lookup: each round, the K whose verify call yields most tokens per second."""
+from __future__ import annotations
+
+from spec.config import PROMPT_LOOKUP
+from spec.decoding.drafters import PromptLookupDrafter
+from spec.decoding.policy.costs import CallCosts
+from spec.decoding.policy.expectations import LookupAcceptance, match_key
+from spec.decoding.policy.schedule import Round
+
+# Match length from which lookup's copy is counted on before costs are timed: the hybrid tries lookup
+# before the draft model, and lookup verifies it before a plain step has been timed.
+SURE_COPY = 2
+
+
+def lookup_state(lookup: PromptLookupDrafter, context) -> tuple[int, int]:
+    """(acceptance key of the match the lookup would copy from now, tokens available after it); (0, 0) without one."""
+    match = lookup.match(context)
+    return (match_key(match.length, match.resumed), match.available) if match else (0, 0)
+
+
+class LookupK:
+    """Dynamic K for prompt lookup, which costs nothing to draft: each round, the K whose verify call
+    yields most tokens per second, decided from the lookup itself.
+
+    What a round will keep depends on whether the context's suffix occurred before, and how far
+    back that match reaches (LookupAcceptance). Costs are measured per verify width, plus the extra a
+    call pays right after one of another width (OpenVINO re-prepares the model), so K widens only
+    when a long copy pays for it (up to 32 drafts, a width of 33) and a round without a match takes
+    a plain step only when that is cheaper than verifying guesses.
+    """
+
+    def __init__(
+        self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None, lookup: PromptLookupDrafter | None = None,
+        costs: CallCosts | None = None,
+    ):
+        self.k = k  # the K asked for: where the schedule starts
+        self.choices = choices or tuple(sorted({1, 2, 4, 8, 16, 32, k}))
+        self.lookup = lookup if lookup is not None else PromptLookupDrafter(max_ngram)  # asked what it would copy
+        self.acceptance = LookupAcceptance()
+        self.costs = costs if costs is not None else CallCosts()  # the target's, shared with its other generations
+        self._last_width: int | None = None
+        self._plan = Round(k, k, PROMPT_LOOKUP)
+        self._match: tuple[int, int] = (0, 0)  # (acceptance key, tokens available) the round was planned on
+
+    def cost(self, width: int) -> float:
+        """Seconds a call of this width takes now, counting the switch when the width changes."""
+        return self.costs.cost(width, self._last_width)
+
+    def rates(self, key: int, available: int) -> dict[Round, float]:
+        """Expected tokens per second of each round it could take now (k = 0: a plain step)."""
+        rates = {Round(k, k, PROMPT_LOOKUP): self.acceptance.expected_tokens(k, key, available) / self.cost(k + 1)
+                 for k in self.choices}
+        rates[Round(0, 0)] = 1.0 / self.cost(1)
+        return rates
+
+    def next_round(self, context) -> Round:
+        key, available = self._match = lookup_state(self.lookup, context)
+        if self._last_width is None and not self.costs.seconds:
+            self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
+        elif 1 not in self.costs.seconds and key < SURE_COPY:
+            # A plain step is what every round is weighed against: time it (two in a row) before
+            # weighing rounds of guesses, as DynamicK does. Priced from a verify call through another
+            # CPU's curve, it looked 1.6 times its cost on an AVX2 CPU (where a verify call of 5 costs
+            # 1.9 steps, not 1.23), and lookup never took one: 0.63x plain decoding on an open question.
+            self._plan = Round(0, 0)
+        else:
+            rates = self.rates(key, available)
+            self._plan = max(rates, key=rates.get)
+        return self._plan
+
+    def observe_prefill(self) -> None:
+        self._last_width = None
+
+    def observe_plain(self, seconds: float) -> None:
+        self._observe_call(1, seconds)
+
+    def observe_round(
+        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
+        draft_calls: int = 0,
+    ) -> None:
+        """Learn from the round just planned: the drafter made `drafted` of its k drafts, `accepted` were kept."""
+        key, available = self._match
+        self.acceptance.observe(self._plan.k, key, min(available, drafted), accepted)
+        self._observe_call(self._plan.k + 1, verify_seconds)
+
+    def _observe_call(self, width: int, seconds: float) -> None:
+        self.costs.observe(width, seconds, self._last_width)
+        self._last_width = width
+
