@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
+from spec.decoding.drafters import HybridDrafter, PromptLookupDrafter
 from spec.decoding.policy import (
-    CallCosts, DynamicK, LookupAcceptance, LookupK, PairMemory, Round, expected_tokens, match_key, predicted_speedup,
-    prior_width_cost,
+    CallCosts, DynamicK, HybridK, LookupAcceptance, LookupK, PairMemory, Round, RoundResult, Schedule, expected_tokens,
+    match_key, predicted_speedup, prior_width_cost, schedule_for,
 )
 
 T = 0.010  # seconds of a plain target step in these tests
@@ -27,6 +28,27 @@ def test_predicted_speedup_is_leviathans_formula():
     assert predicted_speedup(0.8, 4, 0.05, 1.5) == pytest.approx((1 - 0.8**5) / (0.2 * (4 * 0.05 + 1.5)))
 
 
+def test_each_drafter_gets_its_schedule_and_each_schedule_plays_the_one_role():
+    """The loop depends on the Schedule protocol alone; schedule_for picks the class."""
+
+    class DraftModel:  # a drafter that costs something to run, as a draft model does
+        name, free = "draft model", False
+
+    lookup = PromptLookupDrafter()
+    chosen = {
+        "hybrid": schedule_for(HybridDrafter(DraftModel(), lookup), 4),
+        "lookup": schedule_for(lookup, 4),
+        "lookup, fixed K": schedule_for(lookup, 4, dynamic_k=False),
+        "draft model": schedule_for(DraftModel(), 4),
+    }
+    assert {name: type(schedule) for name, schedule in chosen.items()} == {
+        "hybrid": HybridK, "lookup": LookupK, "lookup, fixed K": DynamicK, "draft model": DynamicK,
+    }
+    assert chosen["hybrid"].lookup is lookup and chosen["lookup"].lookup is lookup
+    assert chosen["lookup, fixed K"].free and not chosen["lookup, fixed K"].dynamic and not chosen["draft model"].free
+    assert all(isinstance(schedule, Schedule) for schedule in chosen.values())
+
+
 def measured(k: int = 10, first_draft_length: int = 4, **kwargs) -> DynamicK:
     """A schedule as the loop has it after the prompt and two plain steps: a step's cost is known."""
     schedule = DynamicK(k, first_draft_length=first_draft_length, **kwargs)
@@ -41,9 +63,9 @@ def measured(k: int = 10, first_draft_length: int = 4, **kwargs) -> DynamicK:
 
 def test_draft_length_grows_on_full_acceptance_within_what_the_cost_model_allows():
     schedule = measured()
-    schedule.observe_round(4, 4, draft_seconds=0.1 * T * 4, verify_seconds=1.2 * T)  # cheap, all kept
+    schedule.observe_round(RoundResult(4, 4, draft_seconds=0.1 * T * 4, verify_seconds=1.2 * T))  # cheap, all kept
     assert schedule.next_draft_length() == 6  # +2
-    schedule.observe_round(6, 2, draft_seconds=0.1 * T * 6, verify_seconds=1.3 * T)
+    schedule.observe_round(RoundResult(6, 2, draft_seconds=0.1 * T * 6, verify_seconds=1.3 * T))
     n, speedup = schedule.best_draft_length()
     assert schedule.costs.seconds == pytest.approx({1: T, 11: 1.3 * T})  # the first round changed width: only this one timed
     assert speedup > 1 and 1 <= n <= 10
@@ -57,7 +79,7 @@ def test_a_rounds_extra_draft_calls_are_priced_per_round_not_per_drafted_token()
     rounds amortize it."""
     schedule = measured(k=4, first_draft_length=1)
     for accepted in [0, 1, 1, 1] * 5:  # rounds of one draft, kept 3 times in 4, each two calls of 0.3 steps
-        schedule.observe_round(1, accepted, draft_seconds=0.3 * T * 2, verify_seconds=1.2 * T, draft_calls=2)
+        schedule.observe_round(RoundResult(1, accepted, draft_seconds=0.3 * T * 2, verify_seconds=1.2 * T, draft_calls=2))
     m = schedule.memory
     assert m.extra_calls == pytest.approx(1.0, abs=0.01) and m.draft_cost == pytest.approx(0.3)
     n, speedup = schedule.best_draft_length()
@@ -70,12 +92,12 @@ def test_a_rounds_extra_draft_calls_are_priced_per_round_not_per_drafted_token()
 def test_a_draft_that_cannot_pay_gets_plain_steps_and_ever_rarer_probes():
     # A draft nearly as slow as the target (an INT4 copy of it): even a good acceptance cannot pay.
     schedule = measured()
-    schedule.observe_round(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T)
-    schedule.observe_round(3, 2, draft_seconds=0.8 * T * 3, verify_seconds=1.5 * T)
+    schedule.observe_round(RoundResult(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T))
+    schedule.observe_round(RoundResult(3, 2, draft_seconds=0.8 * T * 3, verify_seconds=1.5 * T))
     assert schedule.best_draft_length()[1] < 1
     assert [schedule.next_draft_length() for _ in range(8)] == [0] * 8
     assert schedule.next_draft_length() == 1  # the probe is the cheapest round
-    schedule.observe_round(1, 1, draft_seconds=0.8 * T, verify_seconds=1.1 * T)
+    schedule.observe_round(RoundResult(1, 1, draft_seconds=0.8 * T, verify_seconds=1.1 * T))
     assert [schedule.next_draft_length() for _ in range(16)] == [0] * 16  # failed again: a pause twice as long
     assert schedule.next_draft_length() == 1
 
@@ -92,14 +114,14 @@ def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
     assert [schedule.next_draft_length() for _ in range(8)] == [0] * 8
     probe = schedule.next_draft_length()
     assert 1 <= probe <= 4
-    schedule.observe_round(probe, probe, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1)
+    schedule.observe_round(RoundResult(probe, probe, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1))
     assert schedule.next_draft_length() > 0
     # A probe that keeps nothing confirms the pause, twice as long.
     paused = DynamicK(4, memory=PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
                                            plain_left=8, pause=16), costs=CallCosts({1: T, 5: 1.23 * T}))
     assert [paused.next_draft_length() for _ in range(8)] == [0] * 8
     probe = paused.next_draft_length()
-    paused.observe_round(probe, 0, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1)
+    paused.observe_round(RoundResult(probe, 0, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1))
     assert [paused.next_draft_length() for _ in range(16)] == [0] * 16
 
 
@@ -115,7 +137,7 @@ def test_a_draft_that_pays_on_its_record_drafts_through_a_few_unlucky_rounds():
 
     for schedule, pauses in [(pair(40.0, 10.0), False), (pair(5.0, 5.0), True)]:
         for _ in range(3):
-            schedule.observe_round(4, 0, draft_seconds=0.19 * T * 5, verify_seconds=1.19 * T, draft_calls=5)
+            schedule.observe_round(RoundResult(4, 0, draft_seconds=0.19 * T * 5, verify_seconds=1.19 * T, draft_calls=5))
         assert schedule.best_draft_length()[1] < 1  # the recent rounds alone would pause
         assert (schedule.memory.plain_left > 0) == pauses
         assert (schedule.next_draft_length() == 0) == pauses
@@ -125,25 +147,25 @@ def test_a_free_drafter_is_judged_on_the_whole_width_and_keeps_drafting_through_
     """Prompt lookup costs nothing to draft: one fully rejected round is no reason to stop, and a
     round without any match still counts (its guesses were lookups too)."""
     schedule = measured(free=True)
-    schedule.observe_round(0, 10, draft_seconds=1e-5, verify_seconds=1.4 * T)  # all kept, though the lookup found nothing
+    schedule.observe_round(RoundResult(0, 10, draft_seconds=1e-5, verify_seconds=1.4 * T))  # all kept, though the lookup found nothing
     assert schedule.next_draft_length() == 6
     rejected = schedule.memory.rejected
-    schedule.observe_round(0, 0, draft_seconds=1e-5, verify_seconds=1.6 * T)
+    schedule.observe_round(RoundResult(0, 0, draft_seconds=1e-5, verify_seconds=1.6 * T))
     assert schedule.memory.rejected > rejected
     # Every verify call has the same width, so a draft that costs nothing should fill all of it.
     assert schedule.best_draft_length()[0] == 10 and schedule.best_draft_length()[1] > 1
     assert schedule.next_draft_length() == 5  # the heuristic's -1 after the bad round
     draft_model = measured()
     accepted, rejected = draft_model.memory.accepted, draft_model.memory.rejected
-    draft_model.observe_round(0, 0, draft_seconds=1e-5, verify_seconds=1.6 * T)  # made nothing: judged on nothing
+    draft_model.observe_round(RoundResult(0, 0, draft_seconds=1e-5, verify_seconds=1.6 * T))  # made nothing: judged on nothing
     assert (draft_model.memory.accepted, draft_model.memory.rejected) == (accepted, rejected)
 
 
 def test_what_a_pair_learned_carries_over_to_its_next_generation():
     memory = PairMemory()
     first = measured(memory=memory)
-    first.observe_round(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T)
-    first.observe_round(3, 2, draft_seconds=0.8 * T * 3, verify_seconds=1.5 * T)
+    first.observe_round(RoundResult(4, 3, draft_seconds=0.8 * T * 4, verify_seconds=1.5 * T))
+    first.observe_round(RoundResult(3, 2, draft_seconds=0.8 * T * 3, verify_seconds=1.5 * T))
     for _ in range(3):
         first.next_draft_length()  # the generation ends 3 steps into its 8-step pause
     second = DynamicK(10, first_draft_length=4, memory=memory, costs=first.costs)  # the same target's
@@ -157,7 +179,7 @@ def test_what_a_pair_learned_carries_over_to_its_next_generation():
 def test_fixed_k_never_falls_back():
     schedule = DynamicK(3, dynamic=False)
     schedule.observe_plain(T)
-    schedule.observe_round(3, 0, draft_seconds=1.0, verify_seconds=1.0)
+    schedule.observe_round(RoundResult(3, 0, draft_seconds=1.0, verify_seconds=1.0))
     assert [schedule.next_draft_length() for _ in range(3)] == [3, 3, 3]
 
 
@@ -165,9 +187,9 @@ def test_calls_that_are_no_fair_sample_do_not_move_the_costs():
     """A call right after one of another width pays for OpenVINO re-preparing the model: the cost
     model must not learn from it."""
     schedule = measured(k=4)
-    schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=5 * T)  # the first round: the width changed
+    schedule.observe_round(RoundResult(4, 2, draft_seconds=1e-5, verify_seconds=5 * T))  # the first round: the width changed
     assert 5 not in schedule.costs.seconds and schedule.memory.draft_cost is not None
-    schedule.observe_round(4, 2, draft_seconds=1e-5, verify_seconds=1.1 * T)
+    schedule.observe_round(RoundResult(4, 2, draft_seconds=1e-5, verify_seconds=1.1 * T))
     assert schedule.costs.seconds[5] == pytest.approx(1.1 * T)
     schedule.observe_plain(3 * T)  # the first plain step after rounds
     assert schedule.t_step == T
@@ -207,10 +229,10 @@ def test_a_round_at_a_new_width_is_timed_and_priced_on_the_timed_line_until_then
     assert schedule.verify_cost(1)[1] == pytest.approx((0.194 + (0.363 - 0.194) / 4) / 0.194)
     plan = schedule.next_round([1, 2, 3])
     assert plan.k == plan.draft_length < 4  # a short round at its own width, priced on the line from 1 to 5
-    schedule.observe_round(plan.k, 1, draft_seconds=0.022, verify_seconds=0.4, draft_calls=plan.k + 1)
+    schedule.observe_round(RoundResult(plan.k, 1, draft_seconds=0.022, verify_seconds=0.4, draft_calls=plan.k + 1))
     assert plan.k + 1 not in schedule.costs.seconds  # right after a call of 5: no fair sample
     assert schedule.next_round([1, 2, 3]) == plan
-    schedule.observe_round(plan.k, 1, draft_seconds=0.022, verify_seconds=0.3, draft_calls=plan.k + 1)
+    schedule.observe_round(RoundResult(plan.k, 1, draft_seconds=0.022, verify_seconds=0.3, draft_calls=plan.k + 1))
     assert schedule.costs.seconds[plan.k + 1] == 0.3  # the second call at that width in a row is a fair sample
 
 
@@ -238,7 +260,7 @@ def test_a_long_3_gram_copy_widens_k_and_no_match_does_not():
     schedule = lookup_measured()
     for _ in range(6):  # this generation has been copying: 3-gram matches are kept through
         schedule._match, schedule._plan = (3, 20), Round(8, 8)
-        schedule.observe_round(8, 8, 1e-5, 1.45)
+        schedule.observe_round(RoundResult(8, 8, 1e-5, 1.45))
     assert schedule.next_round(COPYING).k >= 8
     plan = schedule.next_round(NEW_TEXT)
     assert schedule._match == (0, 0) and plan.k <= 2  # no match: guesses are seldom right, verify few or none
@@ -249,7 +271,7 @@ def test_a_match_after_a_run_of_misses_is_verified_at_once():
     schedule = lookup_measured()
     for _ in range(20):
         schedule._match, schedule._plan = (0, 0), Round(2, 2)
-        schedule.observe_round(0, 0, 1e-5, 1.02)
+        schedule.observe_round(RoundResult(0, 0, 1e-5, 1.02))
     assert schedule.acceptance.alpha(0) < 0.05 and schedule.acceptance.alpha(3) == LookupAcceptance().alpha(3)
     assert schedule.next_round(COPYING).k >= 4
 
@@ -258,7 +280,7 @@ def test_plain_steps_only_when_verifying_guesses_costs_more_than_a_switch():
     cheap_verify = lookup_measured()
     for _ in range(20):
         cheap_verify._match, cheap_verify._plan = (0, 0), Round(2, 2)
-        cheap_verify.observe_round(0, 0, 1e-5, 1.02)
+        cheap_verify.observe_round(RoundResult(0, 0, 1e-5, 1.02))
     assert cheap_verify.next_round(NEW_TEXT).k > 0  # a width-3 call costs 2% more than a step: keep verifying
     dear_verify = lookup_measured(w2=1.6, w3=1.7, w5=1.9)
     dear_verify._last_width = 1
@@ -270,13 +292,13 @@ def test_plain_steps_only_when_verifying_guesses_costs_more_than_a_switch():
 def test_lookup_measures_each_width_and_the_switch():
     schedule = LookupK(4)
     schedule.observe_prefill()
-    schedule.observe_round(4, 0, 1e-5, 3.0)  # right after the prompt: no fair sample of anything
+    schedule.observe_round(RoundResult(4, 0, 1e-5, 3.0))  # right after the prompt: no fair sample of anything
     assert schedule.costs.seconds == {} and schedule.costs.switch is None
-    schedule.observe_round(4, 0, 1e-5, 1.1)
+    schedule.observe_round(RoundResult(4, 0, 1e-5, 1.1))
     assert schedule.costs.seconds == {5: 1.1}
     schedule.observe_plain(1.4)  # a width change: 1.4 s, though no steady step was measured yet
     schedule.observe_plain(1.0)
-    schedule.observe_round(4, 0, 1e-5, 1.4)  # 0.3 s more than a steady width-5 call
+    schedule.observe_round(RoundResult(4, 0, 1e-5, 1.4))  # 0.3 s more than a steady width-5 call
     assert schedule.costs.seconds[1] == 1.0 and schedule.costs.switch == pytest.approx(0.3)
 
 
@@ -289,7 +311,7 @@ def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
     for seconds in (9.0, 1.0, 1.0):  # a slow, wide f32 call: 9 times a plain step
         first.observe_plain(seconds)
     for seconds in (30.0, 9.0, 9.0):
-        first.observe_round(4, 0, 1e-5, seconds)
+        first.observe_round(RoundResult(4, 0, 1e-5, seconds))
     assert costs.seconds == {1: 1.0, 5: 9.0}
     second = LookupK(4, costs=costs)
     second.observe_prefill()
@@ -319,10 +341,10 @@ def test_pauses_are_as_long_as_a_probe_is_dear():
     to 500 steps (512 at most), one that costs a tenth of a step up to 32."""
     for catch_up, longest in ((10 * T, 500), (20 * T, 512), (0.1 * T, 32)):
         schedule = measured()
-        schedule.observe_round(4, 0, 0.9 * T * 4, 1.5 * T, catch_up_seconds=catch_up)
+        schedule.observe_round(RoundResult(4, 0, 0.9 * T * 4, 1.5 * T, catch_up_seconds=catch_up))
         pauses = []
         for _ in range(8):
-            schedule.observe_round(4, 0, 0.9 * T * 4, 1.5 * T)  # cannot pay: pause, and pause again
+            schedule.observe_round(RoundResult(4, 0, 0.9 * T * 4, 1.5 * T))  # cannot pay: pause, and pause again
             pauses.append(schedule.memory.plain_left)
             schedule.memory.plain_left = 0
         assert max(pauses) == longest, (catch_up, pauses)
@@ -345,7 +367,7 @@ def test_a_long_copy_under_way_verifies_16_to_32_drafts_at_once():
     schedule.costs.switch, schedule._last_width = 0.25, 17
     for _ in range(4):
         schedule._match, schedule._plan = (match_key(40), 300), Round(16, 16)
-        schedule.observe_round(16, 16, 1e-5, 1.75)
+        schedule.observe_round(RoundResult(16, 16, 1e-5, 1.75))
     long_copy = list(range(100, 180)) + [7] + list(range(100, 150))
     assert schedule.next_round(long_copy).k >= 16
     assert schedule._match == (32, 81)  # a match reaching 50 back; the rest of the context follows it
@@ -360,7 +382,7 @@ def test_a_plain_step_is_timed_before_lookup_weighs_guesses_against_it():
     schedule = LookupK(4)
     schedule.observe_prefill()
     for seconds in (3.0, 1.9, 1.9):  # verify calls of 5 at 1.9 plain steps, as on that CPU
-        schedule.observe_round(4, 0, 1e-5, seconds)
+        schedule.observe_round(RoundResult(4, 0, 1e-5, seconds))
     assert schedule.next_round(NEW_TEXT) == Round(0, 0)
     schedule.observe_plain(1.1)  # right after a width-5 call: no steady sample yet
     assert schedule.next_round(NEW_TEXT) == Round(0, 0)
@@ -368,7 +390,7 @@ def test_a_plain_step_is_timed_before_lookup_weighs_guesses_against_it():
     assert schedule.costs.seconds == {1: 1.0, 5: 1.9}
     for _ in range(3):  # guesses that are never kept
         schedule._match, schedule._plan = (0, 0), Round(4, 4)
-        schedule.observe_round(4, 0, 1e-5, 1.9)
+        schedule.observe_round(RoundResult(4, 0, 1e-5, 1.9))
     schedule._last_width = 1
     assert schedule.next_round(NEW_TEXT) == Round(0, 0)  # weighed now, and guesses at 1.9 steps do not pay
     copying = LookupK(4)

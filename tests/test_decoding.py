@@ -152,9 +152,9 @@ def test_a_draft_model_is_judged_by_the_drafts_it_made(tiny_pairs, monkeypatch):
     judged = []
     real_observe = DynamicK.observe_round
 
-    def observe(self, drafted, accepted, *seconds):
-        judged.append(self.k if self.free else drafted)
-        return real_observe(self, drafted, accepted, *seconds)
+    def observe(self, result):
+        judged.append(self.k if self.free else result.drafted)
+        return real_observe(self, result)
 
     monkeypatch.setattr(DynamicK, "observe_round", observe)
     monkeypatch.setattr(DynamicK, "next_draft_length", lambda self: 1)  # the draft model makes one token a round

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round
+from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round, RoundResult
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.engine import generate
 from spec.decoding.generation import ACCEPTED, LOOKUP
@@ -41,14 +41,14 @@ def test_taking_over_from_lookup_pays_for_the_draft_models_catch_up():
     0.4 s against 0.1 s for a catch-up, and priced every generation's model rounds after lookup as dear."""
     schedule = timed(alpha_draft=0.6, call_seconds=0.06)
     schedule._plan = Round(4, 4, DRAFT_MODEL)
-    schedule.observe_round(4, 2, 0.24, 1.2, catch_up_seconds=3.0)  # reading the prompt: no catch-up
+    schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=3.0))  # reading the prompt: no catch-up
     assert schedule.memory.catch_up_seconds is None
     for _ in range(6):  # lookup rounds without a match: its guesses are seldom kept
         schedule._match, schedule._plan = (0, 0), Round(4, 4, PROMPT_LOOKUP)
-        schedule.observe_round(4, 0, 1e-5, 1.2)
+        schedule.observe_round(RoundResult(4, 0, 1e-5, 1.2))
     schedule._plan = Round(4, 4, DRAFT_MODEL)
     in_step = schedule.rates(0, 0)
-    schedule.observe_round(4, 2, 0.24, 1.2, catch_up_seconds=1.2)  # a catch-up call as dear as a verify call
+    schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=1.2))  # a catch-up call as dear as a verify call
     schedule._plan = Round(4, 4, PROMPT_LOOKUP)
     behind = schedule.rates(0, 0)
     draft = Round(4, 4, DRAFT_MODEL)
@@ -64,7 +64,7 @@ def test_each_source_learns_from_its_own_rounds():
     schedule = timed(alpha_draft=0.9)
     for _ in range(10):  # the draft keeps failing here
         schedule.next_round(NEW_TEXT)
-        schedule.observe_round(4, 0, 0.4, 1.2)
+        schedule.observe_round(RoundResult(4, 0, 0.4, 1.2))
     assert schedule.memory.alpha < 0.2 and schedule.acceptance.alpha(3) == LookupAcceptance().alpha(3)  # lookup's untouched
     assert schedule.next_round(COPYING).source == PROMPT_LOOKUP
 
@@ -79,7 +79,7 @@ def plans_until_the_model_drafts(schedule: HybridK, context: list[int], limit: i
         if plan.k == 0:
             schedule.observe_plain(1.0)
         else:
-            schedule.observe_round(plan.k, 0, 1e-5, 1.2)
+            schedule.observe_round(RoundResult(plan.k, 0, 1e-5, 1.2))
     return limit
 
 
@@ -88,12 +88,12 @@ def test_a_draft_model_that_looked_poor_is_probed_again_where_lookup_has_no_copy
     it unused for good (SmolLM2 for Qwen on open questions: 1.02x where it alone made 1.22x)."""
     schedule = timed(alpha_draft=0.15, call_seconds=0.3)  # looks poor and dear: lookup or plain steps win on merit
     assert plans_until_the_model_drafts(schedule, NEW_TEXT) == 8  # the first pause
-    schedule.observe_round(4, 0, 0.4, 1.2)  # the probe confirms it
+    schedule.observe_round(RoundResult(4, 0, 0.4, 1.2))  # the probe confirms it
     assert plans_until_the_model_drafts(schedule, NEW_TEXT) == 16  # the pause doubles
-    schedule.observe_round(4, 0, 0.4, 1.2)
+    schedule.observe_round(RoundResult(4, 0, 0.4, 1.2))
     assert plans_until_the_model_drafts(schedule, NEW_TEXT) == 32
     for _ in range(6):  # the text has changed: now the model keeps all it drafts
-        schedule.observe_round(4, 4, 0.4, 1.2)
+        schedule.observe_round(RoundResult(4, 4, 0.4, 1.2))
         assert schedule.next_round(NEW_TEXT).source == DRAFT_MODEL  # on its merits now
     assert schedule.pause == 8  # so a later slump is probed soon again
     copying = timed(alpha_draft=0.15, call_seconds=0.3)

@@ -23,7 +23,7 @@ from spec.decoding.autoregressive import decode_one_token
 from spec.config import PROMPT_LOOKUP
 from spec.decoding.drafters import Drafter, pad_draft
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, LOOKUP, TARGET, Generation, Step
-from spec.decoding.policy import CallCosts, PairMemory, Schedule, schedule_for
+from spec.decoding.policy import CallCosts, PairMemory, RoundResult, Schedule, schedule_for
 from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:
@@ -108,10 +108,10 @@ def speculative(
         drafter.roll_back(context)
 
         # 5. Adapt: learn from what this round measured.
-        schedule.observe_round(
+        schedule.observe_round(RoundResult(
             len(proposal.tokens), accepted, proposal.seconds - proposal.catch_up_seconds, verify_seconds,
             proposal.catch_up_seconds, proposal.calls,
-        )
+        ))
         stats.drafted += k
         stats.accepted += accepted
         kept = [ACCEPTED if i < len(proposal.tokens) and proposal.source != PROMPT_LOOKUP else LOOKUP for i in range(accepted)]

@@ -16,11 +16,11 @@ from spec.decoding.policy.expectations import (
 )
 from spec.decoding.policy.hybrid_k import HybridK
 from spec.decoding.policy.lookup_k import LookupK
-from spec.decoding.policy.schedule import Round, Schedule
+from spec.decoding.policy.schedule import Round, RoundResult, Schedule
 
 __all__ = [
     "PRIOR_WIDTH_COST", "PRIOR_WIDTH_COST_F32", "CallCosts", "DynamicK", "HybridK", "LookupAcceptance", "LookupK",
-    "PairMemory", "Round", "Schedule", "expected_tokens", "match_key", "predicted_speedup", "prior_width_cost",
+    "PairMemory", "Round", "RoundResult", "Schedule", "expected_tokens", "match_key", "predicted_speedup", "prior_width_cost",
     "schedule_for",
 ]
 

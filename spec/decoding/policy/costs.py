@@ -75,3 +75,26 @@ class CallCosts:
         elif last_width is not None and width in self.seconds:
             extra = max(0.0, seconds - self.seconds[width])
             self.switch = extra if self.switch is None else DECAY * self.switch + (1 - DECAY) * extra
+
+
+class TimedSchedule:
+    """The part every schedule shares: it times the target's calls into `costs` (the target's, shared
+    with its other generations) and keeps the width of the last call, since a call right after one
+    of another width also pays for OpenVINO re-preparing the model and is no fair sample of a call's
+    cost (the first plain step after the prompt, the first round after a pause)."""
+
+    def __init__(self, costs: CallCosts | None = None):
+        self.costs = costs if costs is not None else CallCosts()
+        self._last_width: int | None = None  # input width of the previous target call; None: unknown
+
+    def observe_prefill(self) -> None:
+        """The prompt went through the target: the next call changes width."""
+        self._last_width = None
+
+    def observe_plain(self, seconds: float) -> None:
+        """Learn a plain step's cost, when it is a fair sample (see CallCosts.observe)."""
+        self._observe_call(1, seconds)
+
+    def _observe_call(self, width: int, seconds: float) -> None:
+        self.costs.observe(width, seconds, self._last_width)
+        self._last_width = width

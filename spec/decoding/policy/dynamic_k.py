@@ -34,26 +34,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from spec.decoding.policy.costs import CallCosts
+from spec.decoding.policy.costs import CallCosts, TimedSchedule
 from spec.decoding.policy.decay import DECAY
 from spec.decoding.policy.expectations import PairMemory, predicted_speedup
 from spec.decoding.policy.pause import FIRST_PAUSE, MAX_PAUSE, MIN_MAX_PAUSE, PROBE_SHARE
-from spec.decoding.policy.schedule import Round
+from spec.decoding.policy.schedule import Round, RoundResult
 
 _ALPHA_DECAY = 0.85  # a draft model's acceptance moves more slowly: a few bad rounds must not stop it
 
 
-class DynamicK:
+class DynamicK(TimedSchedule):
     """How many tokens the drafter makes each round, from what earlier rounds (and generations) measured.
 
     K (`k`) is the most a verify call checks. What adapts is the draft length, how many tokens a
     draft model makes, down to none: a plain target step; the round is checked at the cheapest width
     that holds them (free guesses fill the rest), as the target's calls were timed (`costs`, shared by
-    its generations). DynamicK also keeps the bookkeeping its measurements need: the width of the
-    previous target call, since a call right after one of another width also pays for OpenVINO
-    re-preparing the model (the first plain step after the prompt, the first round after a pause)
-    and is no fair sample of a step's or a round's cost. Fixed K (`dynamic` False) checks K drafts
-    every round.
+    its generations). Fixed K (`dynamic` False) checks K drafts every round.
     """
 
     def __init__(
@@ -65,13 +61,12 @@ class DynamicK:
         first_draft_length: int | None = None,
         costs: CallCosts | None = None,
     ):
+        super().__init__(costs)
         self.k = k
         self.dynamic = dynamic
         self.free = free  # the drafter costs nothing, so it is judged on the whole width it fills
         self.memory = memory if memory is not None else PairMemory()
-        self.costs = costs if costs is not None else CallCosts()  # the target's, shared with its other generations
         self.draft_length = k if first_draft_length is None else first_draft_length  # the heuristic's current length
-        self._last_width: int | None = None  # input width of the previous target call; None: unknown
         self._round_k = k  # drafts the round just planned checks
 
     @property
@@ -155,30 +150,15 @@ class DynamicK:
         self._round_k = self.verify_cost(n, switch=True)[0]
         return Round(self._round_k, n)
 
-    def observe_prefill(self) -> None:
-        """The prompt went through the target: the next call changes width."""
-        self._last_width = None
-
-    def observe_plain(self, seconds: float) -> None:
-        """Learn a plain step's cost, when it is a fair sample (see CallCosts.observe)."""
-        self.costs.observe(1, seconds, self._last_width)
-        self._last_width = 1
-
-    def observe_round(
-        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
-        draft_calls: int = 0,
-    ) -> None:
-        """Learn from a round whose drafter made `drafted` tokens (in `draft_seconds` and `draft_calls`
-        model calls, catching up excluded: `catch_up_seconds`), of which the target kept `accepted`,
-        verified in `verify_seconds`.
+    def observe_round(self, result: RoundResult) -> None:
+        """Learn from the round just planned.
 
         A draft model is judged by the tokens it made; a free drafter by the whole width, whose
         guesses are lookups too: a round without any match then still counts, so a prompt that
         never repeats itself leads to plain steps.
         """
-        width = self._round_k + 1
-        self.costs.observe(width, verify_seconds, self._last_width)
-        self._last_width = width
+        drafted, accepted, draft_seconds, verify_seconds, catch_up_seconds, draft_calls = result
+        self._observe_call(self._round_k + 1, verify_seconds)
         judged = self.k if self.free else drafted
         accepted = min(accepted, judged)
         if not self.dynamic or judged == 0:

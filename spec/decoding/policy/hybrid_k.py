@@ -8,7 +8,7 @@ from spec.decoding.policy.decay import DECAY
 from spec.decoding.policy.expectations import PairMemory
 from spec.decoding.policy.lookup_k import SURE_COPY, LookupK, lookup_state
 from spec.decoding.policy.pause import FIRST_PAUSE
-from spec.decoding.policy.schedule import Round
+from spec.decoding.policy.schedule import Round, RoundResult
 
 # The hybrid probes the draft model again where lookup has no sure copy after FIRST_PAUSE rounds
 # without it, doubling up to this while probes confirm that it does not pay. Its estimates change
@@ -82,13 +82,12 @@ class HybridK(LookupK):
         self.without_model, self.pause = 0, min(2 * self.pause, _HYBRID_MAX_PAUSE)
         return max((plan for plan in rates if plan.source == DRAFT_MODEL), key=rates.get)
 
-    def observe_round(
-        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
-        draft_calls: int = 0,
-    ) -> None:
+    def observe_round(self, result: RoundResult) -> None:
+        """Learn from the round just planned: lookup's as LookupK does; the draft model's into the pair's memory."""
         if self._plan.source != DRAFT_MODEL:
-            super().observe_round(drafted, accepted, draft_seconds, verify_seconds)
+            super().observe_round(result)
             return
+        drafted, accepted, draft_seconds, verify_seconds, catch_up_seconds, draft_calls = result
         self._observe_call(self._plan.k + 1, verify_seconds)
         m = self.memory
         if catch_up_seconds:

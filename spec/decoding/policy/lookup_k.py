@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from spec.config import PROMPT_LOOKUP
 from spec.decoding.drafters import PromptLookupDrafter
-from spec.decoding.policy.costs import CallCosts
+from spec.decoding.policy.costs import CallCosts, TimedSchedule
 from spec.decoding.policy.expectations import LookupAcceptance, match_key
-from spec.decoding.policy.schedule import Round
+from spec.decoding.policy.schedule import Round, RoundResult
 
 # Match length from which lookup's copy is counted on before costs are timed: the hybrid tries lookup
 # before the draft model, and lookup verifies it before a plain step has been timed.
@@ -18,7 +18,7 @@ def lookup_state(lookup: PromptLookupDrafter, context) -> tuple[int, int]:
     return (match_key(match.length, match.resumed), match.available) if match else (0, 0)
 
 
-class LookupK:
+class LookupK(TimedSchedule):
     """Dynamic K for prompt lookup, which costs nothing to draft: each round, the K whose verify call
     yields most tokens per second, decided from the lookup itself.
 
@@ -33,12 +33,11 @@ class LookupK:
         self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None, lookup: PromptLookupDrafter | None = None,
         costs: CallCosts | None = None,
     ):
+        super().__init__(costs)
         self.k = k  # the K asked for: where the schedule starts
         self.choices = choices or tuple(sorted({1, 2, 4, 8, 16, 32, k}))
         self.lookup = lookup if lookup is not None else PromptLookupDrafter(max_ngram)  # asked what it would copy
         self.acceptance = LookupAcceptance()
-        self.costs = costs if costs is not None else CallCosts()  # the target's, shared with its other generations
-        self._last_width: int | None = None
         self._plan = Round(k, k, PROMPT_LOOKUP)
         self._match: tuple[int, int] = (0, 0)  # (acceptance key, tokens available) the round was planned on
 
@@ -68,22 +67,9 @@ class LookupK:
             self._plan = max(rates, key=rates.get)
         return self._plan
 
-    def observe_prefill(self) -> None:
-        self._last_width = None
-
-    def observe_plain(self, seconds: float) -> None:
-        self._observe_call(1, seconds)
-
-    def observe_round(
-        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
-        draft_calls: int = 0,
-    ) -> None:
-        """Learn from the round just planned: the drafter made `drafted` of its k drafts, `accepted` were kept."""
+    def observe_round(self, result: RoundResult) -> None:
+        """Learn from the round just planned: what lookup's kind of match kept, and the verify call's cost."""
         key, available = self._match
-        self.acceptance.observe(self._plan.k, key, min(available, drafted), accepted)
-        self._observe_call(self._plan.k + 1, verify_seconds)
-
-    def _observe_call(self, width: int, seconds: float) -> None:
-        self.costs.observe(width, seconds, self._last_width)
-        self._last_width = width
+        self.acceptance.observe(self._plan.k, key, min(available, result.drafted), result.accepted)
+        self._observe_call(self._plan.k + 1, result.verify_seconds)
 

@@ -1,7 +1,7 @@
 """The one interface of the drafting policy: a schedule plans each round and learns from it."""
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, Sequence
+from typing import NamedTuple, Protocol, Sequence, runtime_checkable
 
 
 class Round(NamedTuple):
@@ -10,6 +10,18 @@ class Round(NamedTuple):
     source: str | None = None  # for the hybrid drafter: which of its drafters makes them
 
 
+class RoundResult(NamedTuple):
+    """What a round did, as the loop measured it."""
+
+    drafted: int  # tokens the drafter made (not the free guesses that filled the rest of the width)
+    accepted: int  # drafts the target kept, guesses included
+    draft_seconds: float  # drafting, the catch-up excluded
+    verify_seconds: float  # the verify call
+    catch_up_seconds: float = 0.0  # the draft model first reading what it had not seen (the prompt, or rounds it did not draft)
+    draft_calls: int = 0  # the draft model's calls, the catch-up excluded (0: the drafter did not say)
+
+
+@runtime_checkable
 class Schedule(Protocol):
     """Plans each round of speculative decoding and learns from the target calls it planned, as
     transformers' CandidateGenerator drafts and then updates its strategy. The loop asks for the
@@ -24,8 +36,5 @@ class Schedule(Protocol):
     def observe_plain(self, seconds: float) -> None:
         """A plain one-token target step took `seconds`."""
 
-    def observe_round(
-        self, drafted: int, accepted: int, draft_seconds: float, verify_seconds: float, catch_up_seconds: float = 0.0,
-        draft_calls: int = 0,
-    ) -> None:
-        """Learn from the round just planned."""
+    def observe_round(self, result: RoundResult) -> None:
+        """Learn from how the round just planned went."""
