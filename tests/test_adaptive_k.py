@@ -4,7 +4,7 @@ import pytest
 
 from spec.decoding.drafters import HybridDrafter, PromptLookupDrafter
 from spec.decoding.policy import (
-    CallCosts, DynamicK, HybridK, LookupAcceptance, LookupK, PairMemory, Round, RoundResult, Schedule, expected_tokens,
+    CallCosts, DynamicK, HybridK, LookupAcceptance, LookupK, PairMemory, Pause, Round, RoundResult, Schedule, expected_tokens,
     match_key, predicted_speedup, prior_width_cost, schedule_for,
 )
 
@@ -108,7 +108,7 @@ def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
     steps fade that start and one good probe resumes drafting (before, a 1-token probe could not
     outweigh six rounds of history: 276 plain steps of 286 calls on HumanEval/2)."""
     memory = PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
-                        plain_left=8, pause=16)
+                        pause=Pause(left=8, length=16))
     schedule = DynamicK(4, memory=memory, costs=CallCosts({1: T, 5: 1.23 * T}))
     assert schedule.best_draft_length()[1] < 1
     assert [schedule.next_draft_length() for _ in range(8)] == [0] * 8
@@ -118,7 +118,7 @@ def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
     assert schedule.next_draft_length() > 0
     # A probe that keeps nothing confirms the pause, twice as long.
     paused = DynamicK(4, memory=PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
-                                           plain_left=8, pause=16), costs=CallCosts({1: T, 5: 1.23 * T}))
+                                           pause=Pause(left=8, length=16)), costs=CallCosts({1: T, 5: 1.23 * T}))
     assert [paused.next_draft_length() for _ in range(8)] == [0] * 8
     probe = paused.next_draft_length()
     paused.observe_round(RoundResult(probe, 0, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1))
@@ -139,7 +139,7 @@ def test_a_draft_that_pays_on_its_record_drafts_through_a_few_unlucky_rounds():
         for _ in range(3):
             schedule.observe_round(RoundResult(4, 0, draft_seconds=0.19 * T * 5, verify_seconds=1.19 * T, draft_calls=5))
         assert schedule.best_draft_length()[1] < 1  # the recent rounds alone would pause
-        assert (schedule.memory.plain_left > 0) == pauses
+        assert (schedule.memory.pause.left > 0) == pauses
         assert (schedule.next_draft_length() == 0) == pauses
 
 
@@ -336,6 +336,21 @@ def test_exact_mode_plans_from_the_f32_curve_before_it_has_timed_a_call():
     assert exact.next_round(weak).k < default.next_round(weak).k
 
 
+def test_a_pause_doubles_while_probes_confirm_it_up_to_its_cap_and_is_short_again_once_drafting_pays():
+    """One mechanism for dynamic K's plain steps and the hybrid's rounds without the draft model."""
+    pause, lengths = Pause(), []
+    assert pause.over  # nothing paused yet
+    for _ in range(5):
+        pause.start(longest=32)
+        lengths.append(pause.left)
+        while not pause.over:
+            pause.tick()
+    assert lengths == [8, 16, 32, 32, 32]
+    pause.reset()
+    pause.start(longest=32)
+    assert pause.left == 8
+
+
 def test_pauses_are_as_long_as_a_probe_is_dear():
     """Probes stay within about 2% of the time: a draft whose catching up costs 10 steps is paused up
     to 500 steps (512 at most), one that costs a tenth of a step up to 32."""
@@ -345,8 +360,8 @@ def test_pauses_are_as_long_as_a_probe_is_dear():
         pauses = []
         for _ in range(8):
             schedule.observe_round(RoundResult(4, 0, 0.9 * T * 4, 1.5 * T))  # cannot pay: pause, and pause again
-            pauses.append(schedule.memory.plain_left)
-            schedule.memory.plain_left = 0
+            pauses.append(schedule.memory.pause.left)
+            schedule.memory.pause.left = 0
         assert max(pauses) == longest, (catch_up, pauses)
 
 

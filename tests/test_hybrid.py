@@ -95,7 +95,7 @@ def test_a_draft_model_that_looked_poor_is_probed_again_where_lookup_has_no_copy
     for _ in range(6):  # the text has changed: now the model keeps all it drafts
         schedule.observe_round(RoundResult(4, 4, 0.4, 1.2))
         assert schedule.next_round(NEW_TEXT).source == DRAFT_MODEL  # on its merits now
-    assert schedule.pause == 8  # so a later slump is probed soon again
+    assert schedule.pause.left == 8  # so a later slump is probed soon again
     copying = timed(alpha_draft=0.15, call_seconds=0.3)
     assert plans_until_the_model_drafts(copying, COPYING, limit=100) == 100  # a sure copy is never interrupted
 

@@ -16,11 +16,12 @@ from spec.decoding.policy.expectations import (
 )
 from spec.decoding.policy.hybrid_k import HybridK
 from spec.decoding.policy.lookup_k import LookupK
+from spec.decoding.policy.pause import Pause
 from spec.decoding.policy.schedule import Round, RoundResult, Schedule
 
 __all__ = [
     "PRIOR_WIDTH_COST", "PRIOR_WIDTH_COST_F32", "CallCosts", "DynamicK", "HybridK", "LookupAcceptance", "LookupK",
-    "PairMemory", "Round", "RoundResult", "Schedule", "expected_tokens", "match_key", "predicted_speedup", "prior_width_cost",
+    "PairMemory", "Pause", "Round", "RoundResult", "Schedule", "expected_tokens", "match_key", "predicted_speedup", "prior_width_cost",
     "schedule_for",
 ]
 

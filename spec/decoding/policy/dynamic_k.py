@@ -37,7 +37,7 @@ from dataclasses import replace
 from spec.decoding.policy.costs import CallCosts, TimedSchedule
 from spec.decoding.policy.decay import DECAY
 from spec.decoding.policy.expectations import PairMemory, predicted_speedup
-from spec.decoding.policy.pause import FIRST_PAUSE, MAX_PAUSE, MIN_MAX_PAUSE, PROBE_SHARE
+from spec.decoding.policy.pause import longest_pause
 from spec.decoding.policy.schedule import Round, RoundResult
 
 _ALPHA_DECAY = 0.85  # a draft model's acceptance moves more slowly: a few bad rounds must not stop it
@@ -134,10 +134,10 @@ class DynamicK(TimedSchedule):
         m = self.memory
         if self.t_step is None:
             return 0  # a plain step first: it measures what a round must beat
-        if m.plain_left > 0:
-            m.plain_left -= 1
+        if not m.pause.over:
+            m.pause.tick()
             m.fade(_ALPHA_DECAY)
-            if m.plain_left == 0:
+            if m.pause.over:
                 self.draft_length = self.probe_length()
             return 0
         return min(self.draft_length, self.best_draft_length()[0])
@@ -176,9 +176,7 @@ class DynamicK(TimedSchedule):
         c = draft_seconds / calls / t_step
         m.draft_cost = c if m.draft_cost is None else DECAY * m.draft_cost + (1 - DECAY) * c
         if self.drafting_pays():
-            m.pause = FIRST_PAUSE
+            m.pause.reset()
         else:
-            m.plain_left = m.pause
-            longest = MAX_PAUSE if m.probe_cost is None else min(MAX_PAUSE, max(MIN_MAX_PAUSE, m.probe_cost / PROBE_SHARE))
-            m.pause = min(2 * m.pause, int(longest))
+            m.pause.start(longest_pause(m.probe_cost))
 

@@ -2,10 +2,10 @@
 are kept, for a draft model's pair (PairMemory) and for prompt lookup per kind of match."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from spec.decoding.policy.decay import DECAY
-from spec.decoding.policy.pause import FIRST_PAUSE
+from spec.decoding.policy.pause import Pause
 
 _PRIOR_ACCEPTED, _PRIOR_REJECTED = 1.0, 1.0  # α starts at 0.5, and one round moves it
 _FADED = 0.25  # a pause fades the acceptance counts down to this weight (a quarter of a round), no further
@@ -40,8 +40,7 @@ class PairMemory:
     call_seconds: float | None = None  # seconds of a draft model's call, re-encoding included (the hybrid's measure)
     catch_up_seconds: float | None = None  # seconds it takes to catch up after rounds it did not draft (the hybrid's)
     extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
-    plain_left: int = 0  # plain steps still to take before the next probe
-    pause: int = FIRST_PAUSE  # the length of the next pause
+    pause: Pause = field(default_factory=Pause)  # dynamic K's plain steps before the next probe
     probe_cost: float | None = None  # what catching the draft up after a pause cost, in plain steps
 
     @property

@@ -7,7 +7,7 @@ from spec.decoding.policy.costs import CallCosts
 from spec.decoding.policy.decay import DECAY
 from spec.decoding.policy.expectations import PairMemory
 from spec.decoding.policy.lookup_k import SURE_COPY, LookupK, lookup_state
-from spec.decoding.policy.pause import FIRST_PAUSE
+from spec.decoding.policy.pause import Pause
 from spec.decoding.policy.schedule import Round, RoundResult
 
 # The hybrid probes the draft model again where lookup has no sure copy after FIRST_PAUSE rounds
@@ -39,8 +39,8 @@ class HybridK(LookupK):
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
         self._read_prompt = False  # whether the draft model has read the prompt (its first round's "catch-up")
-        self.without_model = 0  # rounds since the draft model last drafted
-        self.pause = FIRST_PAUSE  # rounds without it before the next probe
+        self.pause = Pause()  # rounds without the draft model before it is probed: the first pause starts now
+        self.pause.start(_HYBRID_MAX_PAUSE)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
@@ -67,19 +67,20 @@ class HybridK(LookupK):
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= SURE_COPY else DRAFT_MODEL)
             return self._plan
         plan = super().next_round(context)
-        if plan.source == DRAFT_MODEL:  # chosen on its merits
-            self.without_model, self.pause = 0, FIRST_PAUSE
-        elif self.without_model >= self.pause and self._match[0] < SURE_COPY:
+        if plan.source == DRAFT_MODEL:  # chosen on its merits: a short pause again from here
+            self.pause.reset()
+            self.pause.start(_HYBRID_MAX_PAUSE)
+        elif self.pause.over and self._match[0] < SURE_COPY:
             self._plan = self.probe()
         else:
-            self.without_model += 1
+            self.pause.tick()
         return self._plan
 
     def probe(self) -> Round:
         """A draft-model round although another looked better: the model's estimates are only as
         fresh as its last round. The next pause is longer, unless the model then wins on its merits."""
         rates = self.rates(*self._match)
-        self.without_model, self.pause = 0, min(2 * self.pause, _HYBRID_MAX_PAUSE)
+        self.pause.start(_HYBRID_MAX_PAUSE)
         return max((plan for plan in rates if plan.source == DRAFT_MODEL), key=rates.get)
 
     def observe_round(self, result: RoundResult) -> None:
