@@ -81,7 +81,7 @@ def test_a_rounds_extra_draft_calls_are_priced_per_round_not_per_drafted_token()
     for accepted in [0, 1, 1, 1] * 5:  # rounds of one draft, kept 3 times in 4, each two calls of 0.3 steps
         schedule.observe_round(RoundResult(1, accepted, draft_seconds=0.3 * T * 2, verify_seconds=1.2 * T, draft_calls=2))
     m = schedule.memory
-    assert m.extra_calls == pytest.approx(1.0, abs=0.01) and m.draft_cost == pytest.approx(0.3)
+    assert m.extra_calls == pytest.approx(1.0, abs=0.01) and schedule.draft_cost == pytest.approx(0.3)
     n, speedup = schedule.best_draft_length()
     assert n >= 3 and speedup == pytest.approx(
         expected_tokens(m.alpha, n) / ((n + m.extra_calls) * 0.3 + schedule.verify_cost(n)[1]))
@@ -107,7 +107,7 @@ def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
     a third of its drafts over its first rounds and paused; then it would pay. The pause's plain
     steps fade that start and one good probe resumes drafting (before, a 1-token probe could not
     outweigh six rounds of history: 276 plain steps of 286 calls on HumanEval/2)."""
-    memory = PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
+    memory = PairMemory(accepted=2.0, rejected=4.0, call_seconds=0.19 * T, extra_calls=1.0,
                         pause=Pause(left=8, length=16))
     schedule = DynamicK(4, memory=memory, costs=CallCosts({1: T, 5: 1.23 * T}))
     assert schedule.best_draft_length()[1] < 1
@@ -117,7 +117,7 @@ def test_a_draft_that_pays_resumes_after_one_good_probe_despite_a_bad_start():
     schedule.observe_round(RoundResult(probe, probe, draft_seconds=0.19 * T * (probe + 1), verify_seconds=1.23 * T, draft_calls=probe + 1))
     assert schedule.next_draft_length() > 0
     # A probe that keeps nothing confirms the pause, twice as long.
-    paused = DynamicK(4, memory=PairMemory(accepted=2.0, rejected=4.0, draft_cost=0.19, extra_calls=1.0,
+    paused = DynamicK(4, memory=PairMemory(accepted=2.0, rejected=4.0, call_seconds=0.19 * T, extra_calls=1.0,
                                            pause=Pause(left=8, length=16)), costs=CallCosts({1: T, 5: 1.23 * T}))
     assert [paused.next_draft_length() for _ in range(8)] == [0] * 8
     probe = paused.next_draft_length()
@@ -132,7 +132,7 @@ def test_a_draft_that_pays_on_its_record_drafts_through_a_few_unlucky_rounds():
     pays, so it drafts on; a draft whose record does not pay pauses as before."""
     def pair(long_accepted: float, long_rejected: float) -> DynamicK:
         return DynamicK(4, memory=PairMemory(accepted=3.0, rejected=1.0, long_accepted=long_accepted,
-                                             long_rejected=long_rejected, draft_cost=0.19, extra_calls=1.3),
+                                             long_rejected=long_rejected, call_seconds=0.19 * T, extra_calls=1.3),
                         costs=CallCosts({1: T, 5: 1.19 * T}))
 
     for schedule, pauses in [(pair(40.0, 10.0), False), (pair(5.0, 5.0), True)]:
@@ -188,7 +188,7 @@ def test_calls_that_are_no_fair_sample_do_not_move_the_costs():
     model must not learn from it."""
     schedule = measured(k=4)
     schedule.observe_round(RoundResult(4, 2, draft_seconds=1e-5, verify_seconds=5 * T))  # the first round: the width changed
-    assert 5 not in schedule.costs.seconds and schedule.memory.draft_cost is not None
+    assert 5 not in schedule.costs.seconds and schedule.draft_cost is not None
     schedule.observe_round(RoundResult(4, 2, draft_seconds=1e-5, verify_seconds=1.1 * T))
     assert schedule.costs.seconds[5] == pytest.approx(1.1 * T)
     schedule.observe_plain(3 * T)  # the first plain step after rounds
@@ -204,7 +204,7 @@ XEON_CALLS, XEON_SWITCH = {w: 0.194 * prior_width_cost(w) for w in (1, 2, 3, 5, 
 def smollm2_for_qwen(alpha: float, calls: dict[int, float], switch: float, dynamic: bool = True) -> DynamicK:
     """SmolLM2 drafting for Qwen (a call 0.115 steps, one call more per round than it drafts), right after a round of 5."""
     memory = PairMemory(accepted=10 * alpha, rejected=10 * (1 - alpha), long_accepted=10 * alpha,
-                        long_rejected=10 * (1 - alpha), draft_cost=0.115, extra_calls=1.0)
+                        long_rejected=10 * (1 - alpha), call_seconds=0.115 * calls[1], extra_calls=1.0)
     schedule = DynamicK(4, dynamic, memory=memory, costs=CallCosts(dict(calls), switch))
     schedule._last_width = 5
     return schedule

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spec.config import F32
-from spec.decoding.policy.decay import DECAY
+from spec.decoding.policy.decay import decayed_average
 
 # A verify call of width w, in one-token steps, before this generation has timed it: Qwen2.5-Coder-1.5B
 # INT8 at the default precision on 2 cores, 400 tokens in the cache, each width called several times
@@ -70,11 +70,9 @@ class CallCosts:
     def observe(self, width: int, seconds: float, last_width: int | None) -> None:
         """Learn from a call of this width that took `seconds` right after one of `last_width` (None: unknown)."""
         if last_width == width:
-            old = self.seconds.get(width)
-            self.seconds[width] = seconds if old is None else DECAY * old + (1 - DECAY) * seconds
+            self.seconds[width] = decayed_average(self.seconds.get(width), seconds)
         elif last_width is not None and width in self.seconds:
-            extra = max(0.0, seconds - self.seconds[width])
-            self.switch = extra if self.switch is None else DECAY * self.switch + (1 - DECAY) * extra
+            self.switch = decayed_average(self.switch, max(0.0, seconds - self.seconds[width]))
 
 
 class TimedSchedule:

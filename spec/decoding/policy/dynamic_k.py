@@ -33,9 +33,9 @@ at every prompt. Prompt lookup starts afresh each time: its payoff depends on th
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Sequence
 
 from spec.decoding.policy.costs import CallCosts, TimedSchedule
-from spec.decoding.policy.decay import DECAY
 from spec.decoding.policy.expectations import PairMemory, predicted_speedup
 from spec.decoding.policy.pause import longest_pause
 from spec.decoding.policy.schedule import Round, RoundResult
@@ -78,6 +78,15 @@ class DynamicK(TimedSchedule):
         """Seconds of a plain (1-token) target step, once two in a row were timed."""
         return self.costs.seconds.get(1)
 
+    @property
+    def draft_cost(self) -> float | None:
+        """c: a draft model's call in plain target steps, once both were timed."""
+        return self._in_steps(self.memory.call_seconds)
+
+    def _in_steps(self, seconds: float | None) -> float | None:
+        t_step = self.t_step
+        return None if seconds is None or t_step is None else seconds / t_step
+
     def verify_costs(self, switch: bool = False) -> list[tuple[int, float]]:
         """Per draft length n (at index n - 1): the K of the cheapest verify call that holds n drafts
         (n..K; the free drafter's and fixed K's: K), and its cost in plain steps; with `switch`, a
@@ -101,14 +110,14 @@ class DynamicK(TimedSchedule):
         """The draft length (1..K) the cost model expects to yield most per step, and that speed-up,
         at the recent acceptance unless `alpha` is given."""
         m = self.memory if memory is None else memory
-        if m.draft_cost is None or not any(w > 1 for w in self.costs.seconds):
+        c = self._in_steps(m.call_seconds)
+        if c is None or not any(w > 1 for w in self.costs.seconds):
             return self.k, float("inf")  # nothing measured yet: let the heuristic decide
         alpha = m.alpha if alpha is None else alpha
         verify = self.verify_costs()
         return max(
             # A round's extra calls cost as much whatever n is: they join the verify call's fixed cost.
-            ((n, predicted_speedup(alpha, n, m.draft_cost, verify[n - 1][1] + m.extra_calls * m.draft_cost))
-             for n in range(1, self.k + 1)),
+            ((n, predicted_speedup(alpha, n, c, verify[n - 1][1] + m.extra_calls * c)) for n in range(1, self.k + 1)),
             key=lambda pair: pair[1],
         )
 
@@ -142,7 +151,7 @@ class DynamicK(TimedSchedule):
             return 0
         return min(self.draft_length, self.best_draft_length()[0])
 
-    def next_round(self, context) -> Round:
+    def next_round(self, context: Sequence[int]) -> Round:
         """The next round: the draft length, checked at the cheapest width that holds it; or a plain step."""
         n = self.next_draft_length()
         if n == 0:
@@ -166,17 +175,13 @@ class DynamicK(TimedSchedule):
         self.draft_length = min(self.draft_length + 2, self.k) if accepted == judged else max(1, self.draft_length - 1)
         m = self.memory
         m.observe_acceptance(judged, accepted, _ALPHA_DECAY)
-        t_step = self.t_step
-        if t_step is None:
+        if self.t_step is None:
             return
         if catch_up_seconds:
-            m.probe_cost = catch_up_seconds / t_step
-        calls = draft_calls or judged  # a drafter without calls (lookup) is priced per token
-        m.observe_calls(drafted, draft_calls)
-        c = draft_seconds / calls / t_step
-        m.draft_cost = c if m.draft_cost is None else DECAY * m.draft_cost + (1 - DECAY) * c
+            m.last_catch_up_seconds = catch_up_seconds
+        m.observe_drafting(drafted, draft_calls, draft_seconds, judged)  # a drafter without calls (lookup): per token
         if self.drafting_pays():
             m.pause.reset()
         else:
-            m.pause.start(longest_pause(m.probe_cost))
+            m.pause.start(longest_pause(self._in_steps(m.last_catch_up_seconds)))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spec.decoding.policy.decay import DECAY
+from spec.decoding.policy.decay import decayed_average
 from spec.decoding.policy.pause import Pause
 
 _PRIOR_ACCEPTED, _PRIOR_REJECTED = 1.0, 1.0  # α starts at 0.5, and one round moves it
@@ -36,12 +36,11 @@ class PairMemory:
     rejected: float = _PRIOR_REJECTED  # ... and of rejections
     long_accepted: float = _PRIOR_ACCEPTED  # the same over the pair's long record, which pauses do not fade
     long_rejected: float = _PRIOR_REJECTED
-    draft_cost: float | None = None  # c: a draft model's call ÷ a plain target step
-    call_seconds: float | None = None  # seconds of a draft model's call, re-encoding included (the hybrid's measure)
-    catch_up_seconds: float | None = None  # seconds it takes to catch up after rounds it did not draft (the hybrid's)
+    call_seconds: float | None = None  # seconds of one draft-model call, re-encoding included (c, in steps, divides it by a step's)
     extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
+    catch_up_seconds: float | None = None  # a catch-up after rounds it did not draft, averaged (what the hybrid prices)
+    last_catch_up_seconds: float | None = None  # the latest catch-up, the prompt's included (how long dynamic K pauses)
     pause: Pause = field(default_factory=Pause)  # dynamic K's plain steps before the next probe
-    probe_cost: float | None = None  # what catching the draft up after a pause cost, in plain steps
 
     @property
     def alpha(self) -> float:
@@ -68,10 +67,13 @@ class PairMemory:
         """Seconds a draft model takes to draft n tokens (call_seconds must be measured)."""
         return (n + self.extra_calls) * self.call_seconds
 
-    def observe_calls(self, drafted: int, calls: int) -> None:
-        """Learn how many calls beyond its drafts a round made (0 calls: the drafter did not say)."""
+    def observe_drafting(self, drafted: int, calls: int, seconds: float, priced: int | None = None) -> None:
+        """Learn from a round whose drafter made `drafted` tokens in `calls` model calls taking `seconds`,
+        the catch-up excluded. 0 calls: the drafter did not say, and a call is priced per token
+        (of `priced`, when it answers for more than it drafted)."""
         if drafted and calls:
-            self.extra_calls = DECAY * self.extra_calls + (1 - DECAY) * max(0, calls - drafted)
+            self.extra_calls = decayed_average(self.extra_calls, max(0, calls - drafted))
+        self.call_seconds = decayed_average(self.call_seconds, seconds / (calls or priced or drafted))
 
 
 # Prompt lookup's acceptance per draft, before a generation has shown its own: by how far back the

@@ -1,10 +1,12 @@
 """The hybrid's schedule: each round prompt lookup or the draft model, whichever pays more."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
 from spec.decoding.drafters import PromptLookupDrafter
 from spec.decoding.policy.costs import CallCosts
-from spec.decoding.policy.decay import DECAY
+from spec.decoding.policy.decay import DECAY, decayed_average
 from spec.decoding.policy.expectations import PairMemory
 from spec.decoding.policy.lookup_k import SURE_COPY, LookupK, lookup_state
 from spec.decoding.policy.pause import Pause
@@ -60,7 +62,7 @@ class HybridK(LookupK):
             rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates
 
-    def next_round(self, context) -> Round:
+    def next_round(self, context: Sequence[int]) -> Round:
         if self.memory.call_seconds is None or (self._last_width is None and not self.costs.seconds):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
             key, available = self._match = lookup_state(self.lookup, context)
@@ -98,12 +100,8 @@ class HybridK(LookupK):
             # 31 model rounds: 0.39 s of catching up priced, 1.39 s measured), and rounds that lost to plain
             # steps looked to pay.
             if self._read_prompt:
-                c = m.catch_up_seconds
-                m.catch_up_seconds = catch_up_seconds if c is None else DECAY * c + (1 - DECAY) * catch_up_seconds
+                m.catch_up_seconds = decayed_average(m.catch_up_seconds, catch_up_seconds)
             self._read_prompt = True
         m.observe_acceptance(drafted, accepted, DECAY)
         if drafted:
-            m.observe_calls(drafted, draft_calls)
-            seconds = draft_seconds / (draft_calls or drafted)
-            d = m.call_seconds
-            m.call_seconds = seconds if d is None else DECAY * d + (1 - DECAY) * seconds
+            m.observe_drafting(drafted, draft_calls, draft_seconds)

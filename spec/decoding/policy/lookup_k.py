@@ -1,6 +1,8 @@
 """Dynamic K for prompt lookup: each round, the K whose verify call yields most tokens per second."""
 from __future__ import annotations
 
+from typing import Sequence
+
 from spec.config import PROMPT_LOOKUP
 from spec.decoding.drafters import PromptLookupDrafter
 from spec.decoding.policy.costs import CallCosts, TimedSchedule
@@ -12,7 +14,7 @@ from spec.decoding.policy.schedule import Round, RoundResult
 SURE_COPY = 2
 
 
-def lookup_state(lookup: PromptLookupDrafter, context) -> tuple[int, int]:
+def lookup_state(lookup: PromptLookupDrafter, context: Sequence[int]) -> tuple[int, int]:
     """(acceptance key of the match the lookup would copy from now, tokens available after it); (0, 0) without one."""
     match = lookup.match(context)
     return (match_key(match.length, match.resumed), match.available) if match else (0, 0)
@@ -52,7 +54,7 @@ class LookupK(TimedSchedule):
         rates[Round(0, 0)] = 1.0 / self.cost(1)
         return rates
 
-    def next_round(self, context) -> Round:
+    def next_round(self, context: Sequence[int]) -> Round:
         key, available = self._match = lookup_state(self.lookup, context)
         if self._last_width is None and not self.costs.seconds:
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
