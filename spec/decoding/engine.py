@@ -103,21 +103,21 @@ def generate(
             vocab = model.sampler.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
-    cache = target.model.new_cache()
+    target_cache = target.model.new_cache()
     if mode == AUTOREGRESSIVE:
-        return _releasing(autoregressive(cache, sampler, generation, cancel), [cache], history, generation)
+        return _releasing(autoregressive(target_cache, sampler, generation, cancel), [target_cache], history, generation)
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
     # learned of them carries over to the next generation. Prompt lookup's payoff depends on the
     # prompt, so it starts afresh. The hybrid learns apart from the draft model alone: it drafts
     # with the model only where lookup finds nothing, the hard places, and its acceptance there,
     # shared, paused the model alone where it paid (45% plain steps on HumanEval 0-15, 1.29x where
     # fixed K=4 made 1.33x: every problem but the first started from the hybrid's estimate).
-    learned, memory, caches = target_memory(target), None, [cache]
+    learned, memory, caches = target_memory(target), None, [target_cache]
     if isinstance(model, (DraftModelDrafter, CrossTokenizerDrafter)):
         memory = learned.pairs.setdefault((str(draft.resolved.path), drafter), PairMemory())
         caches.append(model.cache)
     steps = speculative(
-        cache, chosen, sampler, generation, config.num_assistant_tokens, config.dynamic_k, memory, cancel,
+        target_cache, chosen, sampler, generation, config.num_assistant_tokens, config.dynamic_k, memory, cancel,
         config.prompt_lookup_max_ngram, learned.call_costs,
     )
     return _releasing(steps, caches, history, generation)

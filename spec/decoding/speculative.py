@@ -5,10 +5,10 @@ draft model (inside its drafter). Output follows p exactly: token for token the 
 autoregressive decoding when greedy, and the same distribution when sampling.
 
 A verify call checks the round's K drafts at width K+1 (the pending token and the drafts), K chosen
-by dynamic K each round from what the target's calls of each width cost (see spec.decoding.policy): a drafter
-that makes fewer tokens than the round's K (a draft model that dynamic K holds back, prompt lookup
-without a long enough match) has the rest filled with free guesses (`pad_draft`), where changing the
-width would cost more than verifying them.
+each round by a schedule (spec.decoding.policy) from what the target's calls of each width cost: a
+drafter that makes fewer tokens than the round's K (a draft model that dynamic K holds back, prompt
+lookup without a long enough match) has the rest filled with free guesses (`pad_draft`), where
+changing the width would cost more than verifying them.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def speculative(
-    target: "StatefulLM",
+    target_cache: "StatefulLM",
     drafter: Drafter,
     sampler: Sampler,
     generation: Generation,
@@ -44,6 +44,7 @@ def speculative(
 ) -> Iterator[Step]:
     """Yields a Step per target call until the generation stops.
 
+    target_cache: the target's KV cache; the drafter keeps its own, if it has one.
     k: K, the drafts each verify call checks. dynamic_k: adapt each round: for a draft model, how
     many of the K it makes (plain steps when drafting does not pay, see DynamicK); for prompt lookup,
     K itself, from the match it finds (see LookupK). memory: what dynamic K measured for this pair in
@@ -54,8 +55,8 @@ def speculative(
     stats = generation.stats
     stats.drafted_by = drafter.name
     generation.resume()
-    target.reset()
-    token, _ = decode_one_token(target, generation.prompt_ids, sampler)  # prefill: the first token is the target's
+    target_cache.reset()
+    token, _ = decode_one_token(target_cache, generation.prompt_ids, sampler)  # prefill: the first token is the target's
     schedule.observe_prefill()
     context = [*generation.prompt_ids, token]  # the target's cache holds all but the last token
     stats.target_calls += 1
@@ -72,7 +73,7 @@ def speculative(
         stats.target_calls += 1
         if k == 0 or generation.remaining == 1:  # drafting does not pay right now (or one token is left): a plain step
             started = time.perf_counter()
-            token, _ = decode_one_token(target, [context[-1]], sampler)
+            token, _ = decode_one_token(target_cache, [context[-1]], sampler)
             seconds = time.perf_counter() - started
             stats.target_seconds += seconds
             stats.plain_steps += 1
@@ -93,7 +94,7 @@ def speculative(
 
         # 2. Verify: one target call scores the pending token and every draft, plus the bonus position.
         started = time.perf_counter()
-        p = sampler.distribution(target.forward([context[-1], *drafts.tolist()]))
+        p = sampler.distribution(target_cache.forward([context[-1], *drafts.tolist()]))
 
         # 3. Accept a prefix (and draw the correction or bonus token from p).
         accepted, next_token = speculative_accept(p, q, drafts, sampler.rng)
@@ -102,7 +103,7 @@ def speculative(
         stats.verify_seconds += verify_seconds
 
         # 4. Roll back both caches to the accepted length.
-        target.trim(target.length - (k - accepted))
+        target_cache.trim(target_cache.length - (k - accepted))
         new_tokens = [*drafts[:accepted].tolist(), next_token]
         context += new_tokens
         drafter.roll_back(context)
