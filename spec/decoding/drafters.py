@@ -123,8 +123,7 @@ class PromptLookupDrafter:
             earlier = find_in_history(context, self.history)
             if earlier is not None and (found is None or earlier.length > found.length):
                 found = earlier
-        # A match, even of one token, is evidence from the text; going on past an edit is a guess
-        # (replayed on the code-editing prompts, preferring the guess to short matches kept fewer).
+        # A match, even of one token, is evidence from the text; going on past an edit is a guess.
         match = found if found is not None else self._past_edit(context)
         self._matched = (context, match)
         return match
@@ -264,11 +263,11 @@ def pad_draft(context: Sequence[int], draft: np.ndarray, k: int, max_ngram_size:
     """`draft` extended to k tokens with free guesses: prompt lookup over the context and the draft,
     then the last token repeated.
 
-    OpenVINO's CPU plugin re-prepares every layer when a model's input width changes, which costs
-    about half a one-token step on a small model; at a width it has just seen, verifying K+1 tokens
-    costs little more than one on a CPU with AMX. There a verify call keeps its width, and the slots
-    a drafter leaves empty hold guesses that cost nothing and are sometimes right. They are drafts like any
-    other (deterministic ones, q one-hot), so the acceptance rule keeps the output exact.
+    OpenVINO's CPU plugin re-prepares every layer when a model's input width changes; at a width it
+    has just seen, verifying K+1 tokens can cost little more than one where a step is memory-bound.
+    There a verify call keeps its width, and the slots a drafter leaves empty hold guesses that cost
+    nothing and are sometimes right. They are drafts like any other (deterministic ones, q one-hot),
+    so the acceptance rule keeps the output exact.
     """
     if len(draft) >= k:
         return draft[:k]

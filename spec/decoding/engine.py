@@ -109,9 +109,8 @@ def generate(
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
     # learned of them carries over to the next generation. Prompt lookup's payoff depends on the
     # prompt, so it starts afresh. The hybrid learns apart from the draft model alone: it drafts
-    # with the model only where lookup finds nothing, the hard places, and its acceptance there,
-    # shared, paused the model alone where it paid (45% plain steps on HumanEval 0-15, 1.29x where
-    # fixed K=4 made 1.33x: every problem but the first started from the hybrid's estimate).
+    # with the model only where lookup finds nothing, the hard places, and its acceptance there
+    # would make the model alone look worse than it is.
     learned, memory, caches = target_memory(target), None, [target_cache]
     if isinstance(model, (DraftModelDrafter, CrossTokenizerDrafter)):
         memory = learned.pairs.setdefault((str(draft.resolved.path), drafter), PairMemory())

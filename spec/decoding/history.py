@@ -2,11 +2,9 @@
 (SuffixDecoding: earlier outputs as well as the prompt).
 
 Answers to like prompts share their phrasing ("Here's the completed function", "```python",
-"This function iterates over the list"), which the prompt itself seldom holds. Replayed on 20
-HumanEval answers (N=128, each against the other 19; bench.calls --replay), prompt lookup made 3.89
-tokens a target call instead of 3.29 when it searched them only where its own context matched
-fewer than 3 tokens (searching them always, their long generic matches won over the answer's own
-and it made 3.07).
+"This function iterates over the list"), which the prompt itself seldom holds. They are searched
+only where the context's own match is short: searched always, their long generic matches would win
+over the answer's own (docs/design-notes.md).
 
 An answer is never a draft source for its own prompt: a repeated prompt would copy its earlier
 answer whole, the speed-up of a cache, not of speculation. Drafts only ever speed the target up:

@@ -104,7 +104,7 @@ def convert_cached(
 
 
 def _expected_export_seconds(checkpoint: Path) -> float:
-    # Measured on 2 cores: Qwen2.5-Coder-1.5B's 7.1 GB of fp32 weights export and compress in 70-150 s.
+    # A rough guess for the progress line, in proportion to the weights (docs/design-notes.md: what it was fitted to).
     weights = sum(f.stat().st_size for f in checkpoint.glob("*") if f.suffix in (".safetensors", ".bin"))
     return 10 + 15 * weights / 2**30
 

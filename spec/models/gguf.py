@@ -28,7 +28,7 @@ def write_checkpoint(gguf: Path, out_dir: Path, tokenizer, report: ProgressFn, e
 
     `from_pretrained(gguf_file=...)` would do this but insists on `accelerate`, which nothing else
     needs; Transformers' GGUF reader alone needs only torch. Peak memory is about the fp32 weights
-    plus a quarter (Qwen2.5-Coder-1.5B: 9.1 GB).
+    plus a quarter.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM

@@ -48,7 +48,7 @@ class LoadedModel:
         """Ids this model may produce: the tokenizer's vocabulary, never the embedding's padding."""
         if self.token_ids is not None:
             return len(self.tokenizer)
-        return min(len(self.tokenizer), self.model.vocab_size)  # len() recounts it: ~10 ms, once
+        return min(len(self.tokenizer), self.model.vocab_size)  # len() recounts the vocabulary: count it once
 
 
 def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel:

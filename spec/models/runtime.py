@@ -20,12 +20,10 @@ from spec.config import DEFAULT_PRECISION, F32
 # F32 pins both compute and KV cache to f32: a K-token verify call and one-by-one decoding then
 # agree exactly. The CPU quantizes activations to 8 bits on the fly to multiply them with INT8/INT4
 # weights, which (with rolled-back slots masked in the cache, see _MAX_DEAD_SLOTS) flips greedy
-# near-ties even in f32: F32 turns that off. The default keeps it, in groups of 128 channels (a 5-token call 15% cheaper
-# than the plugin's 32), and on a CPU with AMX computes the rest in f32 rather than the bf16 the
-# plugin picks there: on 2 cores of an AMX Xeon, Qwen2.5-Coder-1.5B INT8 took 69 ms a one-token step
-# and 85 ms a 5-token verify call in f32, 106 and 171 ms in bf16; SmolLM2-135M 11 against 17 ms.
-# Without AMX (an AMD EPYC with AVX-512 bf16, an earlier machine) the plugin's own choice with groups
-# of 128 was the faster: 70 ms a step, against 80 in f32 (with groups of 32).
+# near-ties even in f32: F32 turns that off. The default keeps it, in groups of 128 channels (wider
+# groups make a verify call cheaper), and on a CPU with AMX computes the rest in f32 rather than the
+# bf16 the plugin picks there, which is slower for a memory-bound step; elsewhere the plugin's own
+# precision is the faster (docs/design-notes.md has the timings).
 _EXACT = {"INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"}
 _FAST = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}
 _FAST_ON_AMX = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}
@@ -40,10 +38,8 @@ def cpu_has_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     return any(line.startswith("flags") and " amx_tile" in line for line in text.splitlines())
 
 
-# OpenVINO's threads pinned to their cores: unpinned (the plugin's choice here), the server's own
-# threads waking beside them cost a served race 5% of its speed alone (0.945 / 0.949 through /race,
-# 0.857 / 0.878 with Chromium on the page); pinned, two runs: 0.955-0.980 / 0.970-0.976 and
-# 0.893-0.918 / 0.902-0.967 (autoregressive / speculative, medians of 3).
+# OpenVINO's threads pinned to their cores: unpinned, the server's own threads waking beside them
+# slow a served race down.
 _PINNED = {"ENABLE_CPU_PINNING": True}
 
 
@@ -78,8 +74,8 @@ class CompiledLM:
         self.vocab_size = vocab_size  # width of the logits, possibly padded past the tokenizer's vocabulary
         self.input_names = {name for port in compiled.inputs for name in port.get_names()}
         # Infer requests that finished a generation. A request that has run keeps its buffers, so
-        # reusing one skips the allocations a new request makes while its cache grows: about 5%
-        # of every decoding step on SmolLM2 (openvino-genai keeps one request for its lifetime).
+        # reusing one skips the allocations a new request makes while its cache grows
+        # (openvino-genai keeps one request for its lifetime).
         self._idle: list[ov.InferRequest] = []
         self._idle_lock = threading.Lock()
         self._grown = False  # a large call made the model's scratch memory grow: give it back when idle
@@ -100,9 +96,9 @@ class CompiledLM:
             if not self._grown:
                 return
         # The CPU plugin keeps intermediate buffers sized for the widest call so far in the compiled
-        # model, shared by its requests: a 4,000-token prompt left Qwen2.5-1.5B 1 GB larger for
-        # good. release_memory() gives it back (measured: to within 10 MB of the baseline); it
-        # refuses while another generation is inferring, and then the next release tries again.
+        # model, shared by its requests, so one long prompt would leave it larger for good.
+        # release_memory() gives that back; it refuses while another generation is inferring,
+        # and then the next release tries again.
         try:
             self.compiled.release_memory()
         except RuntimeError:
@@ -253,11 +249,9 @@ _POOL_MAX_LENGTH = 2048  # slots in the KV cache
 
 # Rolled-back slots tolerated before the cache is compacted. Rolling back by masking costs nothing,
 # and attending over a few hundred masked slots costs little; copying every state out and back
-# (OpenVINO has no in-place trim) costs two to three target calls on SmolLM2, so it is done once
-# per this many rejected tokens instead of once per rejection. The price at the default precision:
-# on an AMX CPU a K-token call on a compact cache gives the very logits of K one-token calls, but
-# masked slots change them (by up to 0.3 on Qwen2.5-Coder-1.5B), so greedy texts can part at a
-# near-tie; compacting after every rejection would cost Qwen ~35 ms, half a step, each time.
+# (OpenVINO has no in-place trim) costs several target calls, so it is done once per this many
+# rejected tokens instead of once per rejection. The price at the default precision: masked slots
+# change the logits a little, so greedy texts can part from one-by-one decoding at a near-tie.
 _MAX_DEAD_SLOTS = 256
 
 

@@ -33,16 +33,14 @@ from spec.models.registry import LoadedModel, ModelRegistry
 WAITING, LOADING, RACING, DONE, STOPPED = "waiting", "loading", "racing", "done", "stopped"  # a race's phase
 CANCELLED, OUT_OF_TIME = "cancelled", "out of time"  # Verdict.stopped: Stop (or the visitor left); the time budget ran out
 
-# New tokens each lane must make before a speed-up means something. On a shared 2-core machine a
-# 24-token race gave anything from 1.25x slower to 1.41x faster for one prompt: with fewer tokens
-# than this, the page calls the speed-up uncertain instead of naming a winner.
+# New tokens each lane must make before a speed-up means something: a short race's speed-up is
+# mostly noise on a shared machine, so with fewer tokens the page calls it uncertain instead of
+# naming a winner.
 MIN_TOKENS_FOR_VERDICT = 64
 
-# How far ahead in compute time a lane runs before the other takes over. Switching after every
-# step made each step dearer: on Qwen2.5-Coder-1.5B, the page's first 3 examples, the
-# autoregressive lane decoded at 0.946x its speed alone (median of 6) when switching every step,
-# 0.979x with turns of 0.25 s and 0.995x with 0.5 s. The recording shows both lanes moving
-# together all the same (spec.serving.recording).
+# How far ahead in compute time a lane runs before the other takes over: switching after every
+# step makes each step dearer, and the recording shows both lanes moving together all the same
+# (spec.serving.recording).
 TURN_SECONDS = 0.5
 
 

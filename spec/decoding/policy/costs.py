@@ -8,14 +8,13 @@ import numpy as np
 from spec.config import F32
 from spec.decoding.policy.decay import decayed_average
 
-# A verify call of width w, in one-token steps, before this generation has timed it: Qwen2.5-Coder-1.5B
-# INT8 at the default precision on 2 cores, 400 tokens in the cache, each width called several times
-# in a row (a one-token step took 69 ms); linear in between and beyond. A memory-bound target reads
-# its weights once per call whatever the width, until the multiplications themselves show.
+# A verify call of width w, in one-token steps, before this generation has timed it: the default
+# target at the default precision as one CPU timed it (docs/design-notes.md); linear in between and
+# beyond. A memory-bound target reads its weights once per call whatever the width, until the
+# multiplications themselves show.
 PRIOR_WIDTH_COST = {1: 1.0, 2: 1.0, 3: 1.05, 4: 1.18, 5: 1.23, 6: 1.33, 7: 1.36, 9: 1.44, 13: 1.67, 17: 2.08, 25: 2.58, 33: 3.32}
-# The same at F32 (Exact mode: f32 compute and KV cache, no 8-bit activations; a step 120-124 ms),
-# two runs averaged: wide calls cost far more, and not monotonically (17 is cheaper than 13 and 33
-# than 25: the plugin's kernels for those widths differ).
+# The same at F32 (Exact mode: f32 compute and KV cache, no 8-bit activations): wide calls cost far
+# more, and not monotonically, since the plugin's kernels differ between widths.
 PRIOR_WIDTH_COST_F32 = {1: 1.0, 2: 1.1, 3: 1.16, 4: 1.27, 5: 1.61, 6: 1.71, 7: 2.46, 9: 2.58, 13: 3.55, 17: 2.72, 25: 6.03, 33: 4.21}
 _PRIOR_SWITCH = 0.25  # and a call right after one of another width this many steps more
 
@@ -33,9 +32,9 @@ def prior_width_cost(width: int, curve: dict[int, float] = PRIOR_WIDTH_COST) -> 
 class CallCosts:
     """What the target's calls cost per input width on this device, as its generations timed them.
 
-    A property of the compiled target, so it carries over to the target's next generation: before,
-    each one started from the prior curve (the default precision on one CPU), and Exact mode's wide
-    f32 calls, far dearer than that, lost to plain decoding on HumanEval/2 (0.65x) before being timed.
+    A property of the compiled target on this device, so it carries over to the target's next
+    generation rather than each starting again from the prior curve, which another CPU or precision
+    can be far from.
     """
 
     seconds: dict[int, float] = field(default_factory=dict)  # width -> decayed seconds of a call at a steady width

@@ -9,22 +9,18 @@ yields (1 − α^(n+1)) / (1 − α) tokens for (n + e)·c + v steps. e counts t
 its n drafts (measured too): feeding the draft what the target added, and across tokenizers the draft
 token whose text may still grow; charging them per drafted token would make short rounds look dear and
 stop a draft that pays. v is the cheapest width that holds the n drafts, as the target's calls were
-timed per width (CallCosts): where a wide call costs little more than a step (2.5 times the drafts for
-a quarter of a step more, the AMX Xeon's curve) rounds stay at width K+1, since changing width makes
-OpenVINO re-prepare the model; where it is dear (an AVX2 CPU: a call of 5 costs 1.9 steps, of 2 1.2) a
-round of one or two drafts is checked at their own width. A drafter that costs nothing drafts the
-whole width.
+timed per width (CallCosts): where a wide call costs little more than a step, rounds stay at width
+K+1, since changing width makes OpenVINO re-prepare the model; where it is dear, a round of one or
+two drafts is checked at their own width. A drafter that costs nothing drafts the whole width.
+
 n never goes past the length that yields most per step; when no length beats a plain step, the loop
-takes plain steps for a while, then probes again, doubling the pause each time the probe confirms
-that drafting does not pay. A poor or expensive draft costs little. What was learned before a pause
-fades with every plain step (the text has moved on), and the probe drafts the fewest tokens that,
-all kept, would make drafting pay again: a 1-token probe after a bad start was too little evidence
-to outweigh it, and a draft that paid stayed paused (SmolLM2 for Qwen on HumanEval/2: 276 plain
-steps of 286 calls, 0.96x, where fixed K=4 made 1.31x). A pause needs the pair's long record to
-agree: its acceptance over about fifty rounds, never faded. The recent estimate alone dips below
-break-even after two or three unlucky rounds of a draft that pays on the whole, and the pauses that
-followed cost SmolLM2 for Qwen 44% of its calls as plain steps (HumanEval 0-15, N=330: 1.32x dynamic
-against 1.38x at K=4; 0.95x against 1.43x on HumanEval/12).
+takes plain steps for a while (a Pause), then probes again, doubling the pause each time the probe
+confirms that drafting does not pay. A poor or expensive draft costs little. What was learned before
+a pause fades with every plain step (the text has moved on), and the probe drafts the fewest tokens
+that, all kept, would make drafting pay again: one token is too little evidence to outweigh a bad
+start. A pause needs the pair's long record to agree (its acceptance over about fifty rounds, never
+faded): the recent estimate alone dips below break-even after two or three unlucky rounds of a
+draft that pays on the whole. docs/design-notes.md has the measurements behind these choices.
 
 What a draft model's pair learned carries over to the pair's next generation (`PairMemory`): its
 cost is a property of the two models on this device, so a draft that cannot pay is not re-learned

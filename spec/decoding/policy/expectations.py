@@ -36,7 +36,7 @@ class PairMemory:
     rejected: float = _PRIOR_REJECTED  # ... and of rejections
     long_accepted: float = _PRIOR_ACCEPTED  # the same over the pair's long record, which pauses do not fade
     long_rejected: float = _PRIOR_REJECTED
-    call_seconds: float | None = None  # seconds of one draft-model call, re-encoding included (c, in steps, divides it by a step's)
+    call_seconds: float | None = None  # seconds of one draft-model call, re-encoding included (c: ÷ a plain step's)
     extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
     catch_up_seconds: float | None = None  # a catch-up after rounds it did not draft, averaged (what the hybrid prices)
     last_catch_up_seconds: float | None = None  # the latest catch-up, the prompt's included (how long dynamic K pauses)
@@ -79,21 +79,15 @@ class PairMemory:
 # Prompt lookup's acceptance per draft, before a generation has shown its own: by how far back the
 # lookup's match reaches (a long match is a copy under way), for the source just past an edited token
 # (RESUMED), and for guesses without any match (the last token repeated), which are seldom right.
-# Measured on the default target's answers: the share of rounds whose first draft Qwen2.5-Coder-1.5B
-# kept, per kind of match, replaying HumanEval 0-99 at N=330 (bench/calls.py --replay). The priors
-# before (SmolLM2's, on grounded prompts: 1-gram 0.5, 2-gram 0.68, 3-gram 0.85, RESUMED 0.5) were
-# twice too sure of short matches: on an AVX2 CPU, where a verify call of 2 costs 1.3 steps, lookup
-# verified guesses that lost to plain decoding on open questions (0.97x predicted, 0.94x measured).
-# Replayed on answers they were not taken from (open coding, code editing; N=100 and 160), the
-# median decode speed-up rose on both cost curves: AVX2 0.97x -> 1.00x, 1.28x -> 1.33x, 1.21x -> 1.30x;
-# the Xeon's 1.10x -> 1.12x, 1.82x -> 1.85x, 1.58x -> 1.62x.
+# Taken from the default target's own answers: the share of rounds whose first draft it kept, per
+# kind of match (bench/calls.py --replay; docs/design-notes.md says on which answers): how often a
+# kind of match is kept depends on the model that answers.
 RESUMED = -1
 _MATCH_BUCKETS = (1, 2, 3, 4, 8, 16, 32)  # a match of length L counts in the largest bucket <= L
 _PRIOR_LOOKUP_ALPHA = {0: 0.1, 1: 0.24, 2: 0.40, 3: 0.58, 4: 0.69, 8: 0.90, 16: 0.98, 32: 0.98, RESUMED: 0.07}
 _PRIOR_WEIGHT = 2.0  # the prior counts as this many rounds
 # Lookup's counts forget more slowly than the costs: a kind of match is seen only now and then, and
-# one unlucky round must not make it look worthless (0.9 kept more per call than 0.7, 0.85 or 0.95
-# when replayed on the code-editing prompts, see bench/calls.py --replay).
+# one unlucky round must not make it look worthless.
 _LOOKUP_DECAY = 0.9
 
 

@@ -15,7 +15,7 @@ from spec.decoding.policy.schedule import Round, RoundResult
 # The hybrid probes the draft model again where lookup has no sure copy after FIRST_PAUSE rounds
 # without it, doubling up to this while probes confirm that it does not pay. Its estimates change
 # only in rounds it drafts: without probes, a few bad rounds early on (or on an earlier prompt: the
-# pair's memory is shared) left SmolLM2 unused for good on open questions, 1.02x where it alone made 1.22x.
+# pair's memory is shared) would leave it unused for good.
 _HYBRID_MAX_PAUSE = 64
 
 
@@ -94,11 +94,9 @@ class HybridK(LookupK):
         self._observe_call(self._plan.k + 1, verify_seconds)
         m = self.memory
         if catch_up_seconds:
-            # The first is reading the prompt: no catch-up after a few rounds. The others are the pair's
-            # on this device, and carry over to its next generation: learned afresh in each, a catch-up
-            # was priced as one ordinary call until one had been timed (SmolLM2 behind Qwen on an AVX2 CPU,
-            # 31 model rounds: 0.39 s of catching up priced, 1.39 s measured), and rounds that lost to plain
-            # steps looked to pay.
+            # The first is reading the prompt, no catch-up after rounds without the model. The others
+            # are the pair's on this device and carry over to its next generation, so a catch-up is
+            # priced at what it costs from the first round after lookup, not as one ordinary call.
             if self._read_prompt:
                 m.catch_up_seconds = decayed_average(m.catch_up_seconds, catch_up_seconds)
             self._read_prompt = True

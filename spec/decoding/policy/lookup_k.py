@@ -61,8 +61,7 @@ class LookupK(TimedSchedule):
         elif 1 not in self.costs.seconds and key < SURE_COPY:
             # A plain step is what every round is weighed against: time it (two in a row) before
             # weighing rounds of guesses, as DynamicK does. Priced from a verify call through another
-            # CPU's curve, it looked 1.6 times its cost on an AVX2 CPU (where a verify call of 5 costs
-            # 1.9 steps, not 1.23), and lookup never took one: 0.63x plain decoding on an open question.
+            # CPU's curve, it can look far dearer than it is, and lookup would never take one.
             self._plan = Round(0, 0)
         else:
             rates = self.rates(key, available)
