@@ -3,8 +3,9 @@ width, or a plain target step.
 
 Three schedules play one role (`Schedule`): DynamicK for a draft model (or fixed K), LookupK for
 prompt lookup, HybridK for the two together. They plan from what a target call costs per width
-(`costs`) and from what drafts are expected to keep (`expectations`). The loop
-(spec.decoding.speculative) asks `schedule_for` for one and depends on nothing else here.
+(`costs`) and from what drafts are expected to keep (`expectations`), pause a drafter that does not
+pay (`pause`) and let old measurements fade (`decay`). The loop (spec.decoding.speculative) asks
+`schedule_for` for one and plans through the Schedule protocol alone, never a schedule's class.
 """
 from __future__ import annotations
 
