@@ -196,3 +196,27 @@ def test_first_start_downloads_through_hf_endpoint_and_the_second_runs_offline(t
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["target"] == TARGET
     assert len(test_hub.requests) == served
+
+
+@pytest.mark.parametrize("label", ["Qwen2.5-Coder-7B-Instruct INT4 + 0.5B INT4", "Qwen2.5-Coder-3B-Instruct INT4 + 0.5B INT4"])
+def test_the_coder_pairs_race_from_the_hub_with_a_restricted_draft_head(test_hub, repo_folders, label):
+    """The Coder presets' Hub ids, served with tiny stand-ins: both are downloaded through the Hub's
+    API, the draft's head is restricted to its most frequent tokens as the page loads it, and the
+    race's greedy texts agree token for token."""
+    import dataclasses
+
+    from spec.serving.presets import PRESETS
+
+    pair = next(p for p in PRESETS if p.label == label)
+    test_hub.add(pair.target, repo_folders[TARGET])
+    test_hub.add(pair.draft, repo_folders[DRAFT])
+    pair = dataclasses.replace(pair, precision="f32", draft_vocabulary=120)  # the tiny vocabulary has ~310 tokens
+    target_key, draft_key = pair.keys(*pair.models("hybrid"))
+    assert draft_key.vocabulary == 120 and target_key.vocabulary is None
+    registry = ModelRegistry()
+    request = RaceRequest("def add(a, b):\n    return a + b\n", target_key, draft_key, "hybrid", GenerationConfig(max_new_tokens=16))
+    scheduler = Scheduler(registry)
+    recording, how = scheduler.submit(request)
+    final = list(watch(recording, how, scheduler.place, threading.Event(), 0.0))[-1]
+    assert final.phase == DONE and final.verdict.identical
+    assert len(registry.get(draft_key).token_ids) == 120
