@@ -142,7 +142,7 @@ def build_plan(
 
     Draft models are swept on open-ended prompts (where a model is the only way to guess), prompt
     lookup on input-grounded ones (where it can copy); each drafter's dynamic-K setting also runs
-    on the other kind, at every N, and sampled; the hybrid of each draft with lookup runs on both
+    on the other kind, at the largest N, and sampled on both; the hybrid of each draft with lookup runs on both
     kinds at every N. Fixed K is swept at the smallest N (it shows the shape of speed-up vs K at a
     fraction of the time); peers' speculative runs use that N and the peer K, which ours also runs.
     Peers decode greedily. Unless `precision` is already f32, every method runs once more at f32
@@ -184,8 +184,9 @@ def build_plan(
         for n in max_new_tokens:
             add(family, **dyn, sampled=False, max_new_tokens=n, prompt_set=home)
         add(family, **dyn, sampled=False, max_new_tokens=n_max, prompt_set=away)
-        if sampled:
-            add(family, **dyn, sampled=True, max_new_tokens=n_max, prompt_set=home)
+        if sampled:  # on both kinds, so the hybrid's sampled runs have both its drafters beside them
+            for prompt_set in (home, away):
+                add(family, **dyn, sampled=True, max_new_tokens=n_max, prompt_set=prompt_set)
 
     for draft in drafts:
         family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision,

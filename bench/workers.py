@@ -202,6 +202,7 @@ class _Ours:
             "accepted_lookup": stats.accepted_lookup,
             "corrections": corrections,
             "draft_seconds": stats.draft_seconds,
+            "draft_catch_up_seconds": stats.draft_catch_up_seconds,
             "target_seconds": stats.target_seconds,
         }
 
