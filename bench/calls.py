@@ -93,7 +93,7 @@ def answers_from_results(report: dict) -> dict[str, list[int]]:
 
 
 def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int]] | None = None) -> list[dict]:
-    from spec import GenerationConfig, ModelKey, generate, load_model
+    from spec import GenerationConfig, ModelKey, load_model
     from spec.models.runtime import StatefulLM
 
     ar_cache = json.loads(args.ar.read_text()) if args.ar and args.ar.exists() else {}
@@ -116,20 +116,31 @@ def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int
         config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k)
         key = f"{prompt_set.name}/{prompt_id}/{args.max_new_tokens}"
         if key not in ar_cache:
-            ar_cache[key] = [t for s in generate(text, target, config, "autoregressive") for t in s.token_ids]
+            ar_cache[key] = _decode(text, target, config)
             if args.ar:  # kept as it grows: an interrupted run still leaves what it decoded
                 args.ar.write_text(json.dumps(ar_cache))
         want = ar_cache[key]
         for drafter in args.drafter:
             _forget_pairs(target)  # each prompt starts afresh: nothing learned carries over
             calls.clear()
-            steps = list(generate(text, target, config, "speculative", drafter, draft))
-            tokens = [t for s in steps for t in s.token_ids]
+            tokens = _decode(text, target, config, drafter, draft)
             widths = [n for model, n in calls if model is target.model][1:]  # the prefill left out
             draft_calls = sum(1 for model, _ in calls if draft is not None and model is draft.model)
             records.append(_record(prompt_id, drafter, tokens, want, widths, draft_calls, curve, args.switch))
     StatefulLM.forward = forward
     return records
+
+
+def _decode(text: str, target, config, drafter: str | None = None, draft=None) -> list[int]:
+    """The tokens one generation makes, through whichever engine --engine put first: this one's
+    `generate`, or an older one's streaming `generate(prompt, target, config, mode, drafter, draft)`."""
+    import spec.decoding.engine as engine
+
+    draft = draft if drafter not in (None, "prompt-lookup") else None
+    if hasattr(engine, "stream"):
+        return list(engine.generate(text, target, config, draft=draft, drafter=drafter).token_ids)
+    mode = "autoregressive" if drafter is None else "speculative"
+    return [t for step in engine.generate(text, target, config, mode, drafter or "draft-model", draft) for t in step.token_ids]
 
 
 def _record(
@@ -175,7 +186,8 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
         target = _ReplayTarget(prompt_ids + want + [next(iter(eos))], len(tokenizer))
         generation = Generation(tokenizer, prompt_ids, config, eos)
         sampler = Sampler(0.0, 0, 1.0, len(tokenizer), np.random.default_rng(0))
-        drafter = PromptLookupDrafter(config.prompt_lookup_max_ngram, history=history.corpus(prompt_ids) if history else None)
+        ngram = getattr(config, "max_matching_ngram_size", None) or config.prompt_lookup_max_ngram  # an --engine before the rename
+        drafter = PromptLookupDrafter(ngram, history=history.corpus(prompt_ids) if history else None)
         steps = list(speculative.speculative(target, drafter, sampler, generation, args.k))
         tokens = [t for step in steps for t in step.token_ids]
         if history is not None:

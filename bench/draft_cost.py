@@ -71,8 +71,7 @@ def measure(args: argparse.Namespace):
             add(f"beside {c}", _beside(target, draft, context, args.calls, args.k))
             drafted = seconds = 0.0
             for prompt in prompts:
-                *_, last = generate(prompt, target, config, "speculative", "draft-model", draft)
-                stats = last.stats
+                stats = generate(prompt, target, config, draft=draft).stats
                 drafted += stats.draft_tokens
                 seconds += stats.draft_seconds - stats.draft_catch_up_seconds
             add(f"all in {c}", seconds / max(drafted, 1))

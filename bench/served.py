@@ -66,15 +66,16 @@ class Engine:
         import threading
 
         from spec.config import GenerationConfig
-        from spec.decoding.engine import generate
+        from spec.decoding.engine import stream
 
         d, page = self.page.defaults, self.page
         config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=d["temperature"], top_p=d["top_p"], seed=d["seed"],
                                   num_assistant_tokens=d["k"], dynamic_k=d["dynamic_k"]).validate()
         draft = self._model(page.draft, draft=True) if mode == "speculative" and page.drafter != "prompt-lookup" else None
+        drafter = page.drafter if mode == "speculative" else None
         step = None
         try:
-            for step in generate(prompt, self._model(page.target), config, mode, page.drafter, draft, threading.Event()):
+            for step in stream(prompt, self._model(page.target), config, draft=draft, drafter=drafter, cancel=threading.Event()):
                 pass
         except Exception as error:  # a model that does not load, a prompt too long: one sentence
             raise SetupError(f"the {mode} run alone failed: {type(error).__name__}: {str(error)[:300]}") from None

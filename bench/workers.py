@@ -167,7 +167,8 @@ class _Ours:
 
     def run(self, job: dict) -> dict:
         from spec.config import GenerationConfig
-        from spec.decoding.engine import generate
+        from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, PROMPT_LOOKUP
+        from spec.decoding.engine import stream
         from spec.decoding.generation import CORRECTION
 
         k = job.get("k") or 4
@@ -180,7 +181,9 @@ class _Ours:
             dynamic_k=job["dynamic"],
         )
         history = self.history if job.get("history", True) else None
-        steps = generate(job["prompt"], self.target, config, job["mode"], job.get("drafter") or "draft-model", self.draft, history=history)
+        drafter = None if job["mode"] == AUTOREGRESSIVE else job.get("drafter") or DRAFT_MODEL
+        draft = self.draft if drafter not in (None, PROMPT_LOOKUP) else None
+        steps = stream(job["prompt"], self.target, config, draft=draft, drafter=drafter, history=history)
         tokens, corrections, step = [], 0, None
         started = time.perf_counter()  # encoding the prompt is done; prefill starts with the first step
         for step in steps:

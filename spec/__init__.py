@@ -5,13 +5,17 @@ Paper names throughout: `p` is the target model's distribution, `q` the draft's
 
 The engine does three jobs, a subpackage each: `spec.models` (where a model comes from and how it
 becomes a compiled IR), `spec.decoding` (both loops, the drafters, the acceptance rule) and
-`spec.serving` (the race the Space shows). Scripts need only this front door:
+`spec.serving` (the race the Space shows). Scripts need only this front door, shaped like
+transformers' and openvino-genai's `generate` (plain decoding unless a draft model or prompt
+lookup is given; settings as keywords):
 
-    from spec import GenerationConfig, ModelKey, generate, load_model
-    target = load_model(ModelKey("embedded:Qwen2.5-Coder-1.5B-Instruct"))
-    for step in generate("Rename x to n: def f(x): return x", target, GenerationConfig(), drafter="prompt-lookup"):
+    from spec import generate, load_model, stream
+    target = load_model("embedded:Qwen2.5-Coder-1.5B-Instruct")
+    draft = load_model("embedded:Qwen2.5-Coder-0.5B-Instruct")
+    result = generate("Rename x to n: def f(x): return x * x", target, draft=draft, prompt_lookup=True)
+    print(result.text, result.stats.decode_tokens_per_second)
+    for step in stream("Explain Python generators", target, draft=draft, max_new_tokens=64):
         print(step.text, end="", flush=True)
-    print(step.stats.as_dict())
 """
 from __future__ import annotations
 
@@ -32,10 +36,13 @@ _EXPORTS = {
     "LoadedModel": "spec.models.registry",
     "ModelRegistry": "spec.models.registry",
     "generate": "spec.decoding.engine",
+    "stream": "spec.decoding.engine",
+    "GenerationResult": "spec.decoding.generation",
     "AnswerHistory": "spec.decoding.history",
     "Step": "spec.decoding.generation",
     "Stats": "spec.decoding.metrics",
     "DEFAULT_REF": "spec.models.embedded",
+    "DRAFT_REF": "spec.models.embedded",
     "QUICK_REF": "spec.models.embedded",
 }
 __all__ = sorted(_EXPORTS)

@@ -83,7 +83,7 @@ def _library_output_to_stderr():
 
 
 def run(args: argparse.Namespace) -> dict:
-    from spec.decoding.engine import generate  # imported late: --help stays fast
+    from spec.decoding.engine import stream  # imported late: --help stays fast
     from spec.models.registry import ModelRegistry
 
     if args.mode == SPECULATIVE and not (args.draft or args.prompt_lookup):
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict:
     if progress:
         progress.close()
     cancel = threading.Event()
-    steps = generate(args.prompt, target, config, args.mode, drafter, draft, cancel)
+    steps = stream(args.prompt, target, config, draft=draft, drafter=None if args.mode == AUTOREGRESSIVE else drafter, cancel=cancel)
     token_ids, text, step = [], [], None
     try:
         for step in steps:

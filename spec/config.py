@@ -4,7 +4,8 @@ Each mode, drafter, precision and weight format is named here once; everything e
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, fields, replace
 
 # Decoding methods.
 AUTOREGRESSIVE, SPECULATIVE = "autoregressive", "speculative"
@@ -41,8 +42,15 @@ class ModelKey:
     vocabulary: int | None = None  # a draft's head scores only this many of the most frequent tokens; None: all
 
 
+def default_device() -> str:
+    """The OpenVINO device models are compiled for unless told otherwise: SPEC_DEVICE, else CPU."""
+    return os.environ.get("SPEC_DEVICE", "").strip() or "CPU"
+
+
 @dataclass
 class GenerationConfig:
+    """How to generate: the names are transformers' GenerationConfig's where the idea is the same."""
+
     max_new_tokens: int = 128  # stop after this many new tokens
     temperature: float = 0.0  # 0 means greedy decoding
     top_k: int = 0  # keep only the k most likely tokens; 0 keeps all
@@ -50,28 +58,59 @@ class GenerationConfig:
     seed: int | None = None  # seeds sampling (and speculative acceptance) for reproducible runs
     num_assistant_tokens: int = 4  # K: drafts each verify call checks (its width is K+1)
     dynamic_k: bool = True  # adapt how many tokens a draft model makes; plain steps when drafting does not pay
-    prompt_lookup_max_ngram: int = 3  # n-gram prompt lookup looks up (shorter if absent); its match may reach further back
+    # The longest n-gram prompt lookup matches (shorter if absent); its match may reach further back.
+    # transformers' name, as the rest of this config's; openvino-genai calls it max_ngram_size.
+    max_matching_ngram_size: int = 3
     stop_strings: tuple[str, ...] = field(default_factory=tuple)  # stop when the text contains one of these
     chat: bool = True  # wrap the prompt in the tokenizer's chat template when it has one
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop_strings, str):  # one stop string, as transformers also takes it
+            self.stop_strings = (self.stop_strings,)
+        elif isinstance(self.stop_strings, list):
+            self.stop_strings = tuple(self.stop_strings)
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    def updated(self, **settings) -> "GenerationConfig":
+        """A validated copy with `settings` changed; ValueError names any setting it does not have."""
+        unknown = sorted(set(settings) - {f.name for f in fields(self)})
+        if unknown:
+            raise ValueError(f"unknown generation setting(s) {', '.join(unknown)}: the settings are "
+                             f"{', '.join(f.name for f in fields(self))}")
+        return replace(self, **settings).validate()
+
     def validate(self) -> "GenerationConfig":
         """Raise ValueError naming the offending value; return self for chaining."""
-        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= 8192:
-            raise ValueError(f"max_new_tokens must be an integer from 1 to 8192, got {self.max_new_tokens!r}")
-        if not 0.0 <= self.temperature <= 10.0:
-            raise ValueError(f"temperature must be between 0 and 10, got {self.temperature!r}")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k must be a non-negative integer, got {self.top_k!r}")
-        if not 0.0 < self.top_p <= 1.0:
+        _check_int("max_new_tokens", self.max_new_tokens, 1, 8192)
+        _check_number("temperature", self.temperature, 0.0, 10.0)
+        _check_int("top_k", self.top_k, 0, None)
+        if not _is_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
-        if not isinstance(self.num_assistant_tokens, int) or not 1 <= self.num_assistant_tokens <= 64:
-            raise ValueError(f"num_assistant_tokens (K) must be an integer from 1 to 64, got {self.num_assistant_tokens!r}")
-        if not 1 <= self.prompt_lookup_max_ngram <= 16:
-            raise ValueError(f"prompt_lookup_max_ngram must be from 1 to 16, got {self.prompt_lookup_max_ngram!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
+        _check_int("num_assistant_tokens (K)", self.num_assistant_tokens, 1, 64)
+        _check_int("max_matching_ngram_size", self.max_matching_ngram_size, 1, 16)
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0, None)
+        for name in ("dynamic_k", "chat"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if not isinstance(self.stop_strings, tuple) or not all(isinstance(s, str) and s for s in self.stop_strings):
+            raise ValueError(f"stop_strings must be non-empty strings, got {self.stop_strings!r}")
         return self
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_number(name: str, value, low: float, high: float) -> None:
+    if not _is_number(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be a number from {low:g} to {high:g}, got {value!r}")
+
+
+def _check_int(name: str, value, low: int, high: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        what = f"from {low} to {high}" if high is not None else ("a positive integer" if low else "a non-negative integer")
+        raise ValueError(f"{name} must be {'an integer ' + what if high is not None else what}, got {value!r}")

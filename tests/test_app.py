@@ -242,7 +242,6 @@ def test_stop_stops_both_panes(served):
 
 
 def test_several_clients_at_once_each_get_their_own_text(served):
-    from spec.config import GenerationConfig
     from spec.decoding.engine import generate
 
     prompts = ["The quick brown fox", "one two three", "Write a poem about the sea"]
@@ -262,8 +261,7 @@ def test_several_clients_at_once_each_get_their_own_text(served):
     assert not errors, errors
     target = served.app.registry.get(ModelKey(served.pair.target, served.pair.weight_format, served.pair.precision))
     for prompt in prompts:
-        steps = generate(prompt, target, GenerationConfig(max_new_tokens=24), "autoregressive")
-        alone = "".join(step.text for step in steps)
+        alone = generate(prompt, target, max_new_tokens=24).text
         assert texts(results[prompt]) == (alone, alone), prompt
     assert len({texts(results[p])[0] for p in prompts}) == len(prompts)
 
@@ -416,8 +414,8 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
     app = served.app
     cut_short = []  # one entry per engine generator that ended before its tokens were all made
 
-    def spying_generate(*args, **kwargs):
-        steps = real_generate(*args, **kwargs)
+    def spying_stream(*args, **kwargs):
+        steps = real_stream(*args, **kwargs)
 
         def spy():
             step = None
@@ -428,12 +426,12 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
             finally:
                 steps.close()
                 if step is None or step.stats.new_tokens < LONG_TOKENS - 1:
-                    cut_short.append(args[3] if len(args) > 3 else kwargs.get("mode"))
+                    cut_short.append("autoregressive" if kwargs.get("drafter") is None else "speculative")
 
         return spy()
 
-    real_generate = spec.serving.race.generate
-    monkeypatch.setattr(spec.serving.race, "generate", spying_generate)
+    real_stream = spec.serving.race.stream
+    monkeypatch.setattr(spec.serving.race, "stream", spying_stream)
     page = browser.new_page()
     start_long_race(page, served.url, LONG_TOKENS - 1)
     page.close()
@@ -448,12 +446,12 @@ def test_closing_the_tab_stops_the_race(served, browser, monkeypatch):
 @pytest.fixture
 def slow_races(served, monkeypatch) -> list[str]:
     """Races that last seconds (a pause per step, in wall time only); returns the prompts that started."""
-    real_generate = spec.serving.race.generate
+    real_stream = spec.serving.race.stream
     started = []
 
-    def slow_generate(prompt, *args, **kwargs):
+    def slow_stream(prompt, *args, **kwargs):
         started.append(prompt)
-        steps = real_generate(prompt, *args, **kwargs)
+        steps = real_stream(prompt, *args, **kwargs)
 
         def slowly():
             try:
@@ -465,7 +463,7 @@ def slow_races(served, monkeypatch) -> list[str]:
 
         return slowly()
 
-    monkeypatch.setattr(spec.serving.race, "generate", slow_generate)
+    monkeypatch.setattr(spec.serving.race, "stream", slow_stream)
     return started
 
 

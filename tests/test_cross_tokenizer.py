@@ -11,7 +11,7 @@ import pytest
 
 from spec.config import DRAFT_MODEL, GenerationConfig
 from spec.decoding.cross_tokenizer import CrossTokenizerDrafter, to_target_tokens
-from spec.decoding.engine import encode_prompt, generate
+from spec.decoding.engine import encode_prompt, stream
 from spec.decoding.generation import Generation
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
@@ -133,7 +133,7 @@ def run_with(target, drafter_cache_factory, bytes_tokenizer, k=4, max_new_tokens
 
 
 def greedy_text(target, max_new_tokens=48):
-    steps = list(generate(PROMPT, target, GenerationConfig(max_new_tokens=max_new_tokens), "autoregressive"))
+    steps = list(stream(PROMPT, target, max_new_tokens=max_new_tokens))
     return [t for s in steps for t in s.token_ids], "".join(s.text for s in steps)
 
 
@@ -211,7 +211,7 @@ def test_greedy_cross_tokenizer_equals_greedy_autoregressive(cross_models, k):
     target, bytes_draft = cross_models
     want, _ = greedy_text(target)
     config = GenerationConfig(max_new_tokens=48, num_assistant_tokens=k, dynamic_k=False)
-    steps = list(generate(PROMPT, target, config, "speculative", DRAFT_MODEL, bytes_draft))
+    steps = list(stream(PROMPT, target, config, draft=bytes_draft, drafter=DRAFT_MODEL))
     assert [t for s in steps for t in s.token_ids] == want
     assert steps[-1].stats.drafted > 0
 

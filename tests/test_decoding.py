@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from spec.config import GenerationConfig
-from spec.decoding.engine import generate
+from spec.decoding.engine import stream
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, TARGET
 from spec.decoding.policy import DynamicK, LookupK
 from spec.decoding.target_memory import target_memory
@@ -18,8 +18,10 @@ PROMPTS = [
 
 
 def run(prompt, target, mode, drafter="draft-model", draft=None, **settings):
-    config = GenerationConfig(**{"max_new_tokens": 40, **settings})
-    steps = list(generate(prompt, target, config, mode, drafter, draft))
+    """One generation: plain decoding, or speculative with `drafter` (and `draft` when it drafts with a model)."""
+    drafter = None if mode == "autoregressive" else drafter
+    draft = draft if drafter in ("draft-model", "hybrid") else None
+    steps = list(stream(prompt, target, GenerationConfig(max_new_tokens=40), draft=draft, drafter=drafter, **settings))
     tokens = [t for step in steps for t in step.token_ids]
     return tokens, "".join(step.text for step in steps), steps
 
@@ -102,7 +104,7 @@ def test_sampled_speculative_follows_the_target_distribution(tiny_pairs, monkeyp
     second_slot_rejected = 0
     for seed in range(runs):
         config = GenerationConfig(seed=seed, **settings)
-        steps = list(generate(prompt, target, config, "speculative", "draft-model", draft))
+        steps = list(stream(prompt, target, config, draft=draft))
         tokens = [t for step in steps for t in step.token_ids]
         counts[tuple(tokens[:3])] = counts.get(tuple(tokens[:3]), 0) + 1
         second_slot_rejected += steps[1].kinds == [ACCEPTED, CORRECTION]
@@ -125,7 +127,7 @@ def test_cancel_stops_between_steps(tiny_pairs):
 
     target, draft = tiny_pairs["llama"]
     cancel = threading.Event()
-    steps = generate(PROMPTS[0], target, GenerationConfig(max_new_tokens=200), "speculative", "draft-model", draft, cancel)
+    steps = stream(PROMPTS[0], target, max_new_tokens=200, draft=draft, cancel=cancel)
     seen = [next(steps), next(steps)]
     cancel.set()
     seen += list(steps)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from spec.config import GenerationConfig, ModelKey
-from spec.decoding.engine import encode_prompt, generate
+from spec.decoding.engine import encode_prompt, generate, stream
 from spec.decoding.generation import ACCEPTED, CORRECTION
 from spec.models import draft_vocabulary
 from spec.models.draft_vocabulary import frequent_token_ids
@@ -77,8 +77,8 @@ def pruned_pair(tiny_pairs, tiny_models_dir):
 def test_greedy_with_a_restricted_draft_equals_greedy_autoregressive(pruned_pair):
     target, draft = pruned_pair
     config = GenerationConfig(max_new_tokens=40, num_assistant_tokens=4, dynamic_k=False)
-    want = [t for step in generate(PROMPT, target, config, "autoregressive") for t in step.token_ids]
-    steps = list(generate(PROMPT, target, config, "speculative", "draft-model", draft))
+    want = generate(PROMPT, target, config).token_ids
+    steps = list(stream(PROMPT, target, config, draft=draft))
     assert [t for step in steps for t in step.token_ids] == want
     assert steps[-1].stats.accepted > 0, "the restricted draft kept nothing: the test compares too little"
 
@@ -92,7 +92,7 @@ def test_sampled_with_a_restricted_draft_follows_the_target(pruned_pair):
     runs, counts, corrected = 1500, {}, 0
     for seed in range(runs):
         config = GenerationConfig(seed=seed, temperature=1.0, top_k=4, num_assistant_tokens=2, dynamic_k=False, max_new_tokens=4)
-        steps = list(generate(PROMPT, target, config, "speculative", "draft-model", draft))
+        steps = list(stream(PROMPT, target, config, draft=draft))
         tokens = tuple(t for step in steps for t in step.token_ids)[:3]
         counts[tokens] = counts.get(tokens, 0) + 1
         corrected += CORRECTION in steps[1].kinds and ACCEPTED not in steps[1].kinds

@@ -91,7 +91,7 @@ def test_a_draft_model_reports_every_call_a_round_makes(tiny_pairs, monkeypatch)
 
     monkeypatch.setattr(DraftModelDrafter, "propose", counting)
     config = GenerationConfig(max_new_tokens=40, num_assistant_tokens=1, dynamic_k=False)  # often all kept
-    list(generate("Hello world, hello world, hello", target, config, "speculative", "draft-model", draft))
+    generate("Hello world, hello world, hello", target, config, draft=draft)
     assert len(seen) > 3 and all(p.calls + (p.catch_up_seconds > 0) == len(made) for p, made in seen)
     assert all(p.calls == len(p.tokens) for p, _ in seen)
     assert any(made == [2] for p, made in seen if not p.catch_up_seconds)  # folded: one call of two tokens

@@ -13,13 +13,12 @@ import pytest
 
 from spec.config import (
     AUTOREGRESSIVE,
-    PROMPT_LOOKUP,
     SPECULATIVE,
     GenerationConfig,
     ModelKey,
 )
 from spec.models.embedded import DEFAULT_REF, QWEN_CODER_1_5B, QwenCoder
-from spec.decoding.engine import generate
+from spec.decoding.engine import stream
 from spec.progress import phase_of
 from spec.models.registry import load_model
 from tests.conftest import real_models_dir
@@ -63,7 +62,7 @@ def test_greedy_prompt_lookup_equals_greedy_autoregressive_at_f32(qwen):
     runs = {}
     for mode in (AUTOREGRESSIVE, SPECULATIVE):
         config = GenerationConfig(max_new_tokens=32, num_assistant_tokens=4, dynamic_k=False)
-        steps = list(generate(EDIT, model, config, mode, PROMPT_LOOKUP))
+        steps = list(stream(EDIT, model, config, prompt_lookup=mode == SPECULATIVE))
         runs[mode] = [t for step in steps for t in step.token_ids], steps[-1].stats
     assert runs[SPECULATIVE][0] == runs[AUTOREGRESSIVE][0] and len(runs[AUTOREGRESSIVE][0]) == 32
     assert runs[SPECULATIVE][1].accepted > 0, "prompt lookup kept nothing: the test compares too little"

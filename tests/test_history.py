@@ -4,7 +4,7 @@ import numpy as np
 
 from spec.config import GenerationConfig
 from spec.decoding.drafters import PromptLookupDrafter, find_in_history
-from spec.decoding.engine import generate
+from spec.decoding.engine import generate, stream
 from spec.decoding.history import SEPARATOR, AnswerHistory
 
 PROMPT_A, PROMPT_B = [1, 2, 3], [4, 5, 6]
@@ -56,12 +56,12 @@ def test_generations_with_a_history_keep_the_target_output_and_remember_finished
     config = GenerationConfig(max_new_tokens=32)
     prompts = ["one two three four five six", "one two three four five six seven", "seven six five four three"]
     for prompt in prompts:
-        want = [t for s in generate(prompt, target, config, "autoregressive") for t in s.token_ids]
-        got = [t for s in generate(prompt, target, config, "speculative", "prompt-lookup", history=history) for t in s.token_ids]
+        want = generate(prompt, target, config).token_ids
+        got = generate(prompt, target, config, prompt_lookup=True, history=history).token_ids
         assert got == want  # drafts from other answers change the speed, never the output
     assert len(history) == len(prompts)
     assert searched[0] == [] and searched[1].count(SEPARATOR) == 1 and searched[2].count(SEPARATOR) == 2  # the others' answers
-    steps = generate("a prompt stopped at once", target, config, "autoregressive", history=history, cancel=_set())
+    steps = stream("a prompt stopped at once", target, config, history=history, cancel=_set())
     assert [s.stats.stop_reason for s in steps][-1] == "cancelled"
     assert len(history) == len(prompts)  # a cancelled answer is not remembered
 

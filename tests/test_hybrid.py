@@ -5,7 +5,7 @@ import pytest
 
 from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round, RoundResult
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
-from spec.decoding.engine import generate
+from spec.decoding.engine import generate, stream
 from spec.decoding.generation import ACCEPTED, LOOKUP
 from tests.test_adaptive_k import COPYING, NEW_TEXT
 from tests.test_cross_tokenizer import PROMPT, greedy_text
@@ -105,7 +105,7 @@ def test_greedy_hybrid_across_tokenizers_equals_greedy_autoregressive(cross_mode
     target, bytes_draft = cross_models
     want, _ = greedy_text(target)
     config = GenerationConfig(max_new_tokens=48, num_assistant_tokens=k)
-    steps = list(generate(PROMPT, target, config, "speculative", HYBRID, bytes_draft))
+    steps = list(stream(PROMPT, target, config, draft=bytes_draft, prompt_lookup=True))
     assert [t for s in steps for t in s.token_ids] == want
     stats = steps[-1].stats
     assert stats.drafted_by == "hybrid: draft model, cross-tokenizer or prompt lookup"
@@ -117,8 +117,8 @@ def test_greedy_hybrid_with_a_same_family_draft_equals_autoregressive(tiny_pairs
     target, draft = tiny_pairs["llama"]
     prompt = "one two three four five six one two three four five six one two"
     config = GenerationConfig(max_new_tokens=40, num_assistant_tokens=4)
-    want = [t for s in generate(prompt, target, config, "autoregressive") for t in s.token_ids]
-    steps = list(generate(prompt, target, config, "speculative", HYBRID, draft))
+    want = generate(prompt, target, config).token_ids
+    steps = list(stream(prompt, target, config, draft=draft, drafter=HYBRID))
     assert [t for s in steps for t in s.token_ids] == want
     assert steps[-1].stats.drafted_by == "hybrid: draft model or prompt lookup"
 

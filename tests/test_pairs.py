@@ -23,8 +23,8 @@ def test_a_draft_with_another_vocabulary_drafts_across_tokenizers(tiny_pairs, od
     other, _ = odd_models
     config = GenerationConfig(max_new_tokens=16)
     assert isinstance(make_drafter("draft-model", target, other, config, None, "Hello"), CrossTokenizerDrafter)
-    want = [t for s in generate("Hello", target, config, "autoregressive") for t in s.token_ids]
-    got = [t for s in generate("Hello", target, config, "speculative", "draft-model", other) for t in s.token_ids]
+    want = generate("Hello", target, config).token_ids
+    got = generate("Hello", target, config, draft=other).token_ids
     assert got == want
 
 
@@ -49,8 +49,8 @@ def test_padded_embedding_never_yields_ids_past_the_vocabulary(tiny_pairs, odd_m
     assert padded.model.vocab_size == 400 > padded.vocab_size == len(target.tokenizer)
     config = GenerationConfig(max_new_tokens=30, temperature=1.5, seed=0)
     for first, second in ((padded, target), (target, padded)):
-        ar = [t for s in generate("Hello world", first, config, "autoregressive") for t in s.token_ids]
-        sp = [t for s in generate("Hello world", first, config, "speculative", "draft-model", second) for t in s.token_ids]
+        ar = generate("Hello world", first, config).token_ids
+        sp = generate("Hello world", first, config, draft=second).token_ids
         assert max(ar + sp) < len(target.tokenizer)
 
 
@@ -66,15 +66,5 @@ def test_padded_embedding_never_yields_ids_past_the_vocabulary(tiny_pairs, odd_m
 def test_bad_settings_name_the_offending_value(tiny_pairs, settings, message):
     target, draft = tiny_pairs["llama"]
     with pytest.raises(ValueError, match=message):
-        list(generate("Hello", target, GenerationConfig(**settings), "speculative", "draft-model", draft))
+        generate("Hello", target, GenerationConfig(**settings), draft=draft)
 
-
-def test_bad_mode_drafter_and_prompt(tiny_pairs):
-    target, _ = tiny_pairs["llama"]
-    config = GenerationConfig(max_new_tokens=4)
-    with pytest.raises(ValueError, match="mode"):
-        generate("Hello", target, config, "fast")
-    with pytest.raises(ValueError, match="needs a draft model"):
-        generate("Hello", target, config, "speculative", "draft-model", None)
-    with pytest.raises(ValueError, match="prompt is empty"):
-        generate("   ", target, config, "autoregressive")

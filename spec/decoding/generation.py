@@ -1,9 +1,10 @@
-"""What both decoding loops share: stopping rules, incremental detokenizing and running stats."""
+"""What both decoding loops share: stopping rules, incremental detokenizing and running stats;
+what a generation hands out: a Step per target call, and the whole answer (GenerationResult)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from spec.config import GenerationConfig
 from spec.decoding.metrics import Stats
@@ -16,14 +17,44 @@ CORRECTION = "correction"  # the target's replacement for the first rejected dra
 BONUS = "bonus"  # the target's extra token after all K drafts were kept
 
 
-@dataclass
+@dataclass(frozen=True)
 class Step:
+    """What one target call added to a generation (`spec.stream` yields these)."""
+
     token_ids: list[int]  # tokens this step added
     kinds: list[str]  # provenance of each token
     pieces: list[tuple[str, str]]  # (text, kind) in order; text is only ever whole UTF-8 characters
     text: str  # all text of this step (the pieces joined)
-    stats: Stats  # running statistics after this step (shared, updated in place)
+    stats: Stats  # the generation's statistics as they stood after this step: this step's own copy
     finished: bool
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """A whole generation (what `spec.generate` returns): its text, tokens and statistics."""
+
+    text: str  # the answer, cut at a stop string
+    token_ids: list[int]  # the new tokens (the prompt's not included)
+    kinds: list[str]  # each token's provenance: TARGET, ACCEPTED, LOOKUP, CORRECTION or BONUS
+    stats: Stats  # statistics of the whole generation; stats.stop_reason says why it ended
+    drafter: str | None  # the drafter that proposed tokens (DRAFT_MODEL, PROMPT_LOOKUP, HYBRID); None: plain decoding
+
+    def __str__(self) -> str:
+        return self.text
+
+    def as_dict(self) -> dict:
+        """The answer and its statistics as one flat, JSON-ready dict (`python -m spec run --json`)."""
+        return {"text": self.text, "token_ids": list(self.token_ids), "drafter": self.drafter, **self.stats.as_dict()}
+
+    @classmethod
+    def of(cls, steps: Iterable[Step], drafter: str | None) -> "GenerationResult":
+        """Run `steps` to their end and gather them into one result."""
+        texts, token_ids, kinds, last = [], [], [], None
+        for last in steps:
+            texts.append(last.text)
+            token_ids += last.token_ids
+            kinds += last.kinds
+        return cls("".join(texts), token_ids, kinds, last.stats if last is not None else Stats(), drafter)
 
 
 class IncrementalDetokenizer:
@@ -110,13 +141,13 @@ class Generation:
             self.text = self.text[: min(i for i in map(self.text.find, self.config.stop_strings) if i >= 0)]
         # Until the generation ends, hold back text that may be the start of a stop string.
         pieces = self._release(len(self.text) - (0 if stop_reason else self._may_start_stop_string()))
-        return Step(kept_ids, kept_kinds, pieces, "".join(text for text, _ in pieces), self.stats, stop_reason is not None)
+        return Step(kept_ids, kept_kinds, pieces, "".join(text for text, _ in pieces), self.stats.snapshot(), stop_reason is not None)
 
     def cancel(self) -> Step:
         """The final Step of a generation stopped from outside."""
         self.stats.stop_reason = "cancelled"
         self.stats.seconds = self._elapsed()
-        return Step([], [], [], "", self.stats, True)
+        return Step([], [], [], "", self.stats.snapshot(), True)
 
     def _stop_string_at_end(self, new_chars: int) -> bool:
         """Did the latest `new_chars` characters complete a stop string?"""

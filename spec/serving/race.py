@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
-from spec.decoding.engine import encode_prompt, generate
+from spec.decoding.engine import encode_prompt, stream
 from spec.decoding.generation import Step
 from spec.decoding.metrics import Stats
 from spec.decoding.policy import expected_tokens
@@ -187,8 +187,8 @@ def run_race(
     is `turn` seconds ahead, and so on until both finish, `cancel` is set, or `max_seconds` of
     wall-clock time have passed. `turn` defaults to TURN_SECONDS, read at call time."""
     turn = TURN_SECONDS if turn is None else turn
-    ar = Lane(AUTOREGRESSIVE, generate(prompt, target, config, AUTOREGRESSIVE, cancel=cancel))
-    sp = Lane(SPECULATIVE, generate(prompt, target, config, SPECULATIVE, drafter, draft, cancel))
+    ar = Lane(AUTOREGRESSIVE, stream(prompt, target, config, cancel=cancel))
+    sp = Lane(SPECULATIVE, stream(prompt, target, config, draft=draft, drafter=drafter, cancel=cancel))
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     out_of_time = False
     # Speculative goes first: any cold-start cost the first call still pays then counts against

@@ -13,7 +13,6 @@ frames in the order they are shown.
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 import threading
@@ -36,7 +35,7 @@ class Frame:
     lane: str  # AUTOREGRESSIVE or SPECULATIVE
     pieces: tuple[tuple[str, str], ...]  # (text, provenance) this step added
     token_ids: tuple[int, ...]
-    stats: Stats  # the lane's statistics after this step (a copy: the engine updates its own in place)
+    stats: Stats  # the lane's statistics after this step (the Step's own copy)
     finished: bool
 
     @property
@@ -105,9 +104,8 @@ class Recording:
         if self._began is None:
             self._began, self.started = time.monotonic(), time.time()
         _, pieces, ids = self._counts[lane.mode]
-        stats = copy.copy(lane.stats)
-        stats.accepted_histogram = list(stats.accepted_histogram)
-        self._pending[lane.mode].append(Frame(0.0, lane.mode, tuple(lane.pieces[pieces:]), tuple(lane.token_ids[ids:]), stats, lane.finished))
+        # lane.stats is its latest Step's own copy: later steps leave it as it is.
+        self._pending[lane.mode].append(Frame(0.0, lane.mode, tuple(lane.pieces[pieces:]), tuple(lane.token_ids[ids:]), lane.stats, lane.finished))
         self._counts[lane.mode] = (len(lane.trace), len(lane.pieces), len(lane.token_ids))
 
     def _release(self, everything: bool = False) -> None:  # with the lock held

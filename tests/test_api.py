@@ -1,0 +1,126 @@
+"""The engine's front door in the field's shape: `generate` returns the whole answer, `stream` yields
+Steps; plain decoding unless a draft model or prompt lookup is given; settings as keywords."""
+from __future__ import annotations
+
+import pytest
+
+import spec
+from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig, ModelKey
+from spec.decoding.engine import generate, stream
+from spec.decoding.generation import GenerationResult, Step
+from spec.models.registry import load_model, model_key
+from tests.conftest import models_dir_at
+
+PROMPT = "Hello world, hello world, hello"
+
+
+def test_the_front_door_exports_the_api():
+    assert spec.generate is generate and spec.stream is stream
+    assert spec.GenerationResult is GenerationResult and spec.Step is Step and spec.load_model is load_model
+
+
+def test_generate_decodes_plainly_by_default(tiny_pairs):
+    target, _ = tiny_pairs["llama"]
+    result = generate(PROMPT, target, max_new_tokens=12)
+    assert isinstance(result, GenerationResult) and result.drafter is None
+    assert result.stats.drafted == 0 and result.stats.drafted_by is None and result.stats.verify_calls == 0
+    assert result.stats.new_tokens == len(result.token_ids) == len(result.kinds) > 0
+    assert set(result.kinds) == {"target"} and str(result) == result.text
+
+
+@pytest.mark.parametrize("asked, drafter, drafted_by", [
+    (dict(draft=True), DRAFT_MODEL, "draft model"),
+    (dict(prompt_lookup=True), PROMPT_LOOKUP, "prompt lookup"),
+    (dict(draft=True, prompt_lookup=True), HYBRID, "hybrid: draft model or prompt lookup"),
+    (dict(draft=True, drafter=HYBRID), HYBRID, "hybrid: draft model or prompt lookup"),
+])
+def test_a_draft_or_prompt_lookup_turns_speculation_on_and_keeps_the_greedy_text(tiny_pairs, asked, drafter, drafted_by):
+    target, draft = tiny_pairs["llama"]
+    plain = generate(PROMPT, target, max_new_tokens=24)
+    result = generate(PROMPT, target, max_new_tokens=24, **{**asked, **({"draft": draft} if "draft" in asked else {})})
+    assert result.drafter == drafter and result.stats.drafted_by == drafted_by
+    assert result.stats.drafted > 0 and result.stats.verify_calls > 0
+    assert result.token_ids == plain.token_ids and result.text == plain.text
+
+
+def test_keyword_settings_override_a_config_and_leave_it_as_it_was(tiny_pairs):
+    target, _ = tiny_pairs["llama"]
+    config = GenerationConfig(max_new_tokens=40, temperature=1.0, top_k=4, seed=3)
+    by_keywords = generate(PROMPT, target, max_new_tokens=7, temperature=1.0, top_k=4, seed=3)
+    by_both = generate(PROMPT, target, config, max_new_tokens=7)
+    assert config.max_new_tokens == 40, "the caller's config was changed"
+    assert by_keywords.token_ids == by_both.token_ids and len(by_both.token_ids) <= 7
+    assert generate(PROMPT, target, config).token_ids[:len(by_both.token_ids)] == by_both.token_ids
+    assert GenerationConfig(stop_strings="###").stop_strings == ("###",)  # one string, not three characters
+
+
+def test_the_whole_answer_is_what_the_stream_yields_and_each_step_keeps_its_own_stats(tiny_pairs):
+    target, draft = tiny_pairs["llama"]
+    steps = list(stream(PROMPT, target, draft=draft, max_new_tokens=24, num_assistant_tokens=3, dynamic_k=False))
+    result = generate(PROMPT, target, draft=draft, max_new_tokens=24, num_assistant_tokens=3, dynamic_k=False)
+    assert result.token_ids == [t for step in steps for t in step.token_ids]
+    assert result.text == "".join(step.text for step in steps)
+    made = 0
+    for step in steps:  # a stats object shared by all steps would show the last step's count on each
+        made += len(step.token_ids)
+        assert step.stats.new_tokens == made
+    assert len({id(step.stats) for step in steps}) == len(steps)
+    assert steps[0].stats.accepted_histogram == [] and sum(steps[-1].stats.accepted_histogram) == steps[-1].stats.verify_calls
+    with pytest.raises(AttributeError):
+        steps[0].text = "changed"  # a Step is a record of what happened
+
+
+@pytest.mark.parametrize("call, message", [
+    (dict(max_new_tokens=0), "max_new_tokens must be an integer from 1 to 8192, got 0"),
+    (dict(temperature="hot"), "temperature must be a number from 0 to 10, got 'hot'"),
+    (dict(top_p=1.5), r"top_p must be in \(0, 1\], got 1.5"),
+    (dict(max_matching_ngram_size=0), "max_matching_ngram_size must be an integer from 1 to 16, got 0"),
+    (dict(mode="speculative"), "unknown generation setting.* mode: the settings are max_new_tokens"),
+    (dict(assistant_model=None), "unknown generation setting.* assistant_model"),
+    (dict(drafter="fast"), "drafter must be one of hybrid, draft-model, prompt-lookup, got 'fast'"),
+    (dict(drafter=HYBRID), "the hybrid drafter needs a draft model"),
+    (dict(prompt_lookup="yes"), "prompt_lookup must be True or False, got 'yes'"),
+    (dict(draft="owner/name"), "draft must be a model from load_model.*'owner/name'"),
+    (dict(prompt="   "), "prompt is empty"),
+    (dict(prompt=["Hello"]), "prompt must be a string, got list"),
+    (dict(target="owner/name"), r"target must be a model from load_model.*load_model\('owner/name'\)"),
+])
+def test_bad_input_is_a_value_error_naming_the_offending_value(tiny_pairs, call, message):
+    target, _ = tiny_pairs["llama"]
+    arguments = {"prompt": PROMPT, "target": target, **call}
+    prompt, target = arguments.pop("prompt"), arguments.pop("target")
+    for entry in (generate, stream):
+        with pytest.raises(ValueError, match=message):
+            entry(prompt, target, **arguments)
+
+
+def test_contradictory_drafters_are_refused(tiny_pairs):
+    target, draft = tiny_pairs["llama"]
+    with pytest.raises(ValueError, match=r"drafter='prompt-lookup' drafts without a model, but draft="):
+        generate(PROMPT, target, draft=draft, drafter=PROMPT_LOOKUP)
+    with pytest.raises(ValueError, match="drafter='draft-model' drafts with the model alone, but prompt_lookup=True"):
+        generate(PROMPT, target, draft=draft, prompt_lookup=True, drafter=DRAFT_MODEL)
+
+
+def test_load_model_takes_a_plain_reference(tiny_checkpoints, tiny_models_dir):
+    with models_dir_at(tiny_models_dir):
+        model = load_model(str(tiny_checkpoints[0]), weight_format="fp32", precision="f32")
+    assert model.key == ModelKey(str(tiny_checkpoints[0]), "fp32", "f32", "CPU")
+    assert generate(PROMPT, model, max_new_tokens=3).token_ids
+
+
+def test_a_model_reference_becomes_a_key_with_the_device_from_the_environment(monkeypatch):
+    monkeypatch.delenv("SPEC_DEVICE", raising=False)
+    assert model_key("owner/name") == ModelKey("owner/name", "int8", "default", "CPU")
+    monkeypatch.setenv("SPEC_DEVICE", "GPU")
+    assert model_key("owner/name").device == "GPU" and model_key("owner/name", device="NPU").device == "NPU"
+    key = ModelKey("owner/name", "int4")
+    assert model_key(key) is key
+    with pytest.raises(ValueError, match="a ModelKey carries its own settings: set precision in it"):
+        model_key(key, precision="f32")
+    with pytest.raises(ValueError, match="weight_format must be one of int8, int4, fp32, got 'int3'"):
+        model_key("owner/name", weight_format="int3")
+    with pytest.raises(ValueError, match="precision must be one of f32, default, got 'bf16'"):
+        model_key("owner/name", precision="bf16")
+    with pytest.raises(ValueError, match="model must be a Hub id.*got int 7"):
+        model_key(7)
