@@ -31,6 +31,7 @@ from spec.serving.examples import EXAMPLES
 from spec.serving.playback import watch
 from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
 from spec.serving import warmup
+from spec.serving.audience import Audience, page_url, public_address
 from spec.serving.race import LOADING, MIN_TOKENS_FOR_VERDICT, WAITING, Limits
 from spec.serving.recording import FAILED
 from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
@@ -61,6 +62,7 @@ DRAFTER_CHOICES = [("Hybrid", HYBRID), ("Draft model", DRAFT_MODEL), ("Prompt lo
 
 registry = ModelRegistry(budget_bytes=int(S.memory_budget_gb * 2**30))  # one for every visitor: models load once
 sessions = Sessions()  # each visitor's Stop
+audience = Audience()  # the browser sessions with the page open, for the presenter's room view
 store = RecordingStore(S.stored_races, int(S.stored_mb * 2**20))
 scheduler = Scheduler(registry, LIMITS, S.concurrency, S.max_queue, store)  # one computation per distinct race
 _hub: dict[str, bool | None] = {"reachable": None}  # None until the start-up check has answered
@@ -157,6 +159,30 @@ race_live.__annotations__ = {name: kind for name, kind in race.__annotations__.i
 def stop(request: gr.Request) -> None:
     """Stop watching every race of this browser session; a race nobody else watches stops too."""
     sessions.stop(getattr(request, "session_hash", None) or "")
+
+
+def room_view(request: gr.Request) -> str:
+    """The page's public address as a QR code for a room to scan (the Space's host, the --share
+    link, or the address this browser used if it is not this machine's own), and how many watch."""
+    page = page_url(getattr(request, "headers", None) or {})
+    return render.room(public_address(os.environ.get("SPACE_HOST"), demo.share_url, page), len(audience))
+
+
+def arrive(request: gr.Request):
+    """A page opened: count it in; with `?present` in its address it opens on the room view."""
+    audience.arrive(getattr(request, "session_hash", None) or "")
+    present = "present" in (getattr(request, "query_params", None) or {})
+    return gr.Column(visible=present), room_view(request) if present else gr.skip(), gr.Timer(active=present)
+
+
+def show_room(request: gr.Request):
+    """The room view, its count kept fresh while it shows."""
+    return gr.Column(visible=True), room_view(request), gr.Timer(active=True)
+
+
+def leave(request: gr.Request) -> None:
+    """A tab closed: count it out."""
+    audience.leave(getattr(request, "session_hash", None) or "")
 
 
 def check_hub() -> bool:
@@ -280,6 +306,11 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
         gr.Markdown(DESCRIPTION, elem_classes="measurement")
         numbers = gr.JSON(label="This race's numbers (what the /race API returns last)", elem_id="numbers")
     offline_notice = gr.Markdown(visible=False, elem_id="hub-notice", elem_classes="operator-note")
+    room_open = gr.Button("Show QR for the room", size="sm", elem_id="room-open")
+    with gr.Column(visible=False, elem_id="room-view") as room:  # the presenter's screen; also at ?present
+        room_close = gr.Button("Close ✕", size="sm", elem_id="room-close")
+        room_html = gr.HTML(elem_id="room")
+    room_timer = gr.Timer(5.0, active=False)  # the watching count, while the room view shows
 
     # Watching a race is cheap (the scheduler computes each distinct race once, on its own threads),
     # so every visitor's watch runs at once; the scheduler keeps the line. Preprocessing is off: the
@@ -297,6 +328,11 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     demo.load(on_load, None, [preset, drafter, custom_row, preset_notes, offline_notice, custom_target, custom_draft],
               **quiet).then(preparation_status, preset, [preparing, timer], **quiet)
     timer.tick(preparation_status, preset, [preparing, timer], **quiet)
+    demo.load(arrive, None, [room, room_html, room_timer], **quiet)
+    demo.unload(leave)
+    room_open.click(show_room, None, [room, room_html, room_timer], **quiet)
+    room_close.click(lambda: (gr.Column(visible=False), gr.Timer(active=False)), None, [room, room_timer], **quiet)
+    room_timer.tick(room_view, None, room_html, **quiet)
 
 demo.queue(default_concurrency_limit=S.concurrency, max_size=400)
 warmup.poll_less(demo._queue)  # not every millisecond: the race needs the cores

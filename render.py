@@ -10,8 +10,11 @@ import html
 import json
 import time
 
+import segno
+
 from spec.config import AUTOREGRESSIVE, HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
 from spec.decoding.metrics import Stats
+from spec.serving.audience import short_link
 from spec.serving.playback import View
 from spec.serving.race import (
     CANCELLED, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, WAITING, Explanation, Lane, Verdict, explain,
@@ -383,3 +386,22 @@ def preparing(label: str, message: str, instead: str) -> str:
 
 def prepared(label: str) -> str:
     return f'<div class="preparing done">✓ <b>{html.escape(label)}</b> is ready: pick it under <i>Model pair</i>.</div>'
+
+
+# --- The room: the page's address as a QR code, for a presenter's screen ------------------------------
+
+
+def room(address: str | None, watching: int) -> str:
+    """The presenter's view: the page's public address as a large QR code with the short link under
+    it, and how many have the page open; without a public address, how to get one."""
+    people = f"{watching} {'person has' if watching == 1 else 'people have'} this page open"
+    if address is None:
+        return ('<div class="room room-none"><p class="room-title">This page is served on this machine only.</p>'
+                "<p>For a room to join, start it with <code>./run.sh app --share</code> (a public link) or "
+                "<code>--host 0.0.0.0</code> (your network), or deploy it as a Space, then open this view again.</p>"
+                f'<p class="room-count">{people}</p></div>')
+    qr = segno.make(address, error="m").svg_inline(border=2, omitsize=True, dark="#000", light="#fff", svgclass="room-qr")
+    link = html.escape(address, quote=True)
+    return (f'<div class="room"><a class="room-code" href="{link}" target="_blank" rel="noopener" '
+            f'aria-label="QR code for {link}">{qr}</a><p class="room-link">{html.escape(short_link(address))}</p>'
+            f'<p class="room-count">Scan to race on your phone · {people}</p></div>')

@@ -378,6 +378,41 @@ def test_browser_runs_a_race_and_shows_the_result_above_the_fold(served, browser
         page.close()
 
 
+def test_the_room_view_shows_the_public_address_as_a_qr_code_and_who_watches(served, browser, monkeypatch):
+    """A presenter opens ?present (or presses the button): the Space's address as a large QR code,
+    its short link and how many have the page open; a page on this machine only says how to share it."""
+    # A race an earlier test left (a model converting in this process) would slow the page down.
+    wait_for(lambda: served.app.scheduler.counts() == (0, 0), 240, "earlier tests' races to end")
+    wait_for(lambda: len(served.app.audience) == 0, 20, "the pages of earlier tests to count out")
+    presenter = browser.new_page(viewport={"width": 1280, "height": 800})
+    visitor = browser.new_page()
+    try:
+        presenter.goto(served.url, wait_until="domcontentloaded")
+        presenter.locator("#room-open").click(timeout=60_000)
+        presenter.locator("#room").get_by_text("served on this machine only").wait_for(timeout=10_000)
+        assert presenter.locator("#room svg").count() == 0, "a loopback address is no use to a room"
+        presenter.locator("#room-close").click()
+        presenter.locator("#room-view").wait_for(state="hidden", timeout=5_000)
+
+        monkeypatch.setenv("SPACE_HOST", "owner-race.hf.space")
+        visitor.goto(served.url, wait_until="domcontentloaded")
+        presenter.goto(served.url + "?present", wait_until="domcontentloaded")
+        presenter.locator("#room").get_by_text("owner-race.hf.space").wait_for(timeout=10_000)
+        code = presenter.locator("#room svg.room-qr").bounding_box()
+        assert code and code["height"] >= 0.6 * 800 and code["y"] >= 0, f"the code should fill the screen: {code}"
+        wait_for(lambda: len(served.app.audience) == 2, 10, "both pages to count in")
+        presenter.locator("#room-open").evaluate("e => e.click()")  # refreshed at once rather than at the next tick
+        presenter.locator("#room").get_by_text("2 people have this page open").wait_for(timeout=10_000)
+        ARTIFACTS.mkdir(exist_ok=True)
+        presenter.screenshot(path=str(ARTIFACTS / "room.png"))
+        visitor.close()
+        wait_for(lambda: len(served.app.audience) == 1, 20, "a closed tab to count out")
+    finally:
+        for page in (presenter, visitor):
+            if not page.is_closed():
+                page.close()
+
+
 def test_phone_width_and_dark_mode_stay_readable(served, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     for name, url, size in (("phone-400px", served.url, (400, 900)), ("dark", served.url + "?__theme=dark", (1400, 1000))):
