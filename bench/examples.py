@@ -1,5 +1,5 @@
 """The page's examples raced on a pair as the page races them (spec.serving.race.run_race), twice each:
-what each example shows, measured, for the README's table.
+what each example shows, measured, for the table in docs/benchmarks.md.
 
     python -m bench.examples                       # the default pair (Qwen2.5-Coder-1.5B, prompt lookup)
     python -m bench.examples --preset "Qwen2.5-Coder-1.5B + SmolLM2-135M draft (offline, across tokenizers)"

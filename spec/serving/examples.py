@@ -5,7 +5,7 @@ server races them before anyone asks (preheating) and replays them (spec.serving
 """
 from __future__ import annotations
 
-EXAMPLES: list[tuple[str, str]] = [  # (label: what it shows, prompt); measured in the README, "The Space"
+EXAMPLES: list[tuple[str, str]] = [  # (label: what it shows, prompt); measured in docs/benchmarks.md
     (
         "Rewrite SQL: the names carry over",
         "Rewrite this SQL query to use a JOIN instead of the subquery. Keep the column names and reply with the "
