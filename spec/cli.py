@@ -256,7 +256,7 @@ def format_race(numbers: dict, width: int) -> str:
 def _block(title: str, text: str, facts: list[str], width: int) -> list[str]:
     """A lane as lines of at most `width` characters: title, rule, text (long lines folded), rule, numbers."""
     lines = [piece for line in text.expandtabs(4).splitlines() or [""]
-             for piece in (textwrap.wrap(line, width, replace_whitespace=False, drop_whitespace=False) or [""])]
+             for piece in (textwrap.wrap(line, width, replace_whitespace=False) or [""])]  # keeps a line's indent
     rule = "─" * width
     return [title[:width], rule, *lines, rule, *(fact[:width] for fact in facts)]
 
