@@ -37,7 +37,8 @@ def test_generate_decodes_plainly_by_default(tiny_pairs):
 def test_a_draft_or_prompt_lookup_turns_speculation_on_and_keeps_the_greedy_text(tiny_pairs, asked, drafter, drafted_by):
     target, draft = tiny_pairs["llama"]
     plain = generate(PROMPT, target, max_new_tokens=24)
-    result = generate(PROMPT, target, max_new_tokens=24, **{**asked, **({"draft": draft} if "draft" in asked else {})})
+    # Fixed K: dynamic K may rightly take only plain steps on tiny models (more so on a loaded machine).
+    result = generate(PROMPT, target, max_new_tokens=24, dynamic_k=False, **{**asked, **({"draft": draft} if "draft" in asked else {})})
     assert result.drafter == drafter and result.stats.drafted_by == drafted_by
     assert result.stats.drafted > 0 and result.stats.verify_calls > 0
     assert result.token_ids == plain.token_ids and result.text == plain.text
