@@ -30,10 +30,18 @@ install() {  # $1: the requirement files to install
   touch "$stamp"
 }
 
-browser() {  # Debian's Chromium for the browser test; Playwright's own download cannot work offline
-  if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    echo "[run.sh] installing Debian's chromium for the browser test" >&2
-    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || echo "[run.sh] could not install chromium: the browser test will be skipped" >&2
+# The browser test's system packages: Debian's Chromium (a test tool's own browser download cannot
+# work offline) and libatomic1, which Playwright's driver (a node binary) links and minimal systems lack.
+browser() {
+  local packages=(chromium libatomic1)
+  command -v dpkg >/dev/null || return 0  # not Debian or Ubuntu: the test says what it misses
+  dpkg -s "${packages[@]}" >/dev/null 2>&1 && return 0
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "[run.sh] installing ${packages[*]} for the browser test" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${packages[@]}" >/dev/null) \
+      || echo "[run.sh] could not install ${packages[*]}: the browser test will fail or be skipped" >&2
+  else
+    echo "[run.sh] the browser test needs ${packages[*]}: sudo apt-get install ${packages[*]}" >&2
   fi
 }
 
