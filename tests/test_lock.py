@@ -1,0 +1,56 @@
+"""The lock (constraints.txt) pins, at one exact version, every package the requirements name, at a
+version each requirement allows, and torch at its CPU build; run.sh and the Dockerfile install from it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+REPO = Path(__file__).resolve().parents[1]
+REQUIREMENTS = ("requirements.txt", "requirements-dev.txt", "requirements-bench.txt")
+
+
+def requirements(name: str) -> list[Requirement]:
+    lines = (line.split("#")[0].strip() for line in (REPO / name).read_text().splitlines())
+    return [Requirement(line) for line in lines if line]
+
+
+def lock() -> dict[str, Version]:
+    """Package -> its pinned version, for the lines whose marker holds here."""
+    pins = {}
+    for requirement in requirements("constraints.txt"):
+        if requirement.marker is None or requirement.marker.evaluate():
+            (specifier,) = requirement.specifier  # one specifier: an exact version
+            assert specifier.operator == "==" and "*" not in specifier.version, requirement
+            name = canonicalize_name(requirement.name)
+            assert name not in pins, f"{name} is pinned twice"
+            pins[name] = Version(specifier.version)
+    return pins
+
+
+def test_every_requirement_is_pinned_in_the_lock_at_a_version_it_allows():
+    pins = lock()
+    for name in REQUIREMENTS:
+        for requirement in requirements(name):
+            pinned = pins.get(canonicalize_name(requirement.name))
+            assert pinned is not None, f"{requirement} ({name}) is not in constraints.txt: run ./run.sh lock"
+            assert requirement.specifier.contains(pinned, prereleases=True), \
+                f"constraints.txt pins {requirement.name}=={pinned}, which {name} does not allow ({requirement})"
+
+
+def test_torch_is_locked_at_its_cpu_build():
+    assert lock()["torch"].local == "cpu", "PyPI's torch is the CUDA build: gigabytes of nvidia packages"
+    assert not [name for name in lock() if name.startswith("nvidia-")]
+
+
+def test_wheels_installed_without_dependencies_are_at_the_locks_version():
+    """run.sh and the Dockerfile name the versions of what they install with --no-deps themselves."""
+    pins = lock()
+    for name in ("run.sh", "Dockerfile"):
+        named = re.findall(r"([A-Za-z0-9][\w.-]*)==(\d[\w.+]*)", (REPO / name).read_text())
+        for package, version in named:
+            if canonicalize_name(package) in pins and package != "torch":
+                assert pins[canonicalize_name(package)] == Version(version), f"{name} installs {package}=={version}"
