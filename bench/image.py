@@ -14,7 +14,8 @@ the build (the TORCH_INDEX build argument). The container runs as a Space runs i
 `docker run -p 7881:7860 --cpus 2 --memory 16g --user 1000`. Reported: the image's size beside
 its base's and the models stage's (what a single-stage build kept: the part wheels the models were
 prepared from), and seconds: the build, from `docker run` (or restart) until the page answers, and
-from the click until the first answer and the verdict. Minutes, so not in CI; figures: docs/image.md.
+from the click until the first answer and the verdict. The build's output and the container's go to
+test-artifacts/image-build.log and image-container.log. Minutes, so not in CI; figures: docs/image.md.
 """
 from __future__ import annotations
 
@@ -50,11 +51,11 @@ def answers(url: str, timeout: float = 5) -> bool:
         return False
 
 
-def docker(*args: str, log: Path | None = None, check: bool = True) -> str:
-    """Run `docker args`; its output, or (with `log`) its output appended to that file."""
+def docker(*args: str, log: Path | None = None, check: bool = True, stderr: bool = False) -> str:
+    """Run `docker args`; its output (with `stderr`, both streams), or (with `log`) its output appended to that file."""
     if log is None:
         done = subprocess.run(["docker", *args], capture_output=True, text=True)
-        output = done.stdout
+        output = done.stdout + (done.stderr if stderr else "")
     else:
         with log.open("a") as sink:
             done = subprocess.run(["docker", *args], stdout=sink, stderr=subprocess.STDOUT, text=True)
@@ -134,10 +135,11 @@ def serve_and_race(start: list[str], timeout: float) -> dict:
     """Start the container with `start` (docker run, or docker start after a stop), wait for the
     page, race the first example."""
     url = f"http://127.0.0.1:{PORT}/"
+    load = os.getloadavg()[0]  # other work on this machine slows all of it: say how much there was
     began = time.monotonic()
     docker(*start)
     page_up = wait_until(lambda: answers(url, 2) and time.monotonic(), timeout, f"the page did not answer at {url}") - began
-    result = dict(page_up=round(page_up, 1), **race(url, page().examples[0][1], timeout))
+    result = dict(page_up=round(page_up, 1), **race(url, page().examples[0][1], timeout), load_before=round(load, 1))
     result["memory"] = docker("stats", "--no-stream", "--format", "{{.MemUsage}}", CONTAINER).strip()
     return result
 
@@ -158,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             log = LOGS / "image-build.log"
             log.write_text("")
             report["build_seconds"] = round(build(args.build_arg, args.torch_wheel, log))
+            report["build_load15"] = round(os.getloadavg()[2], 1)  # the machine's load over the build's last 15 minutes
         report["size_gb"] = dict(image=size(TAG), models_stage=size(f"{TAG}:models"), base=size("python:3.11-slim"))
         docker("rm", "-f", CONTAINER, check=False)
         run = ["run", "-d", "--name", CONTAINER, "-p", f"{PORT}:7860", "--cpus", "2", "--memory", "16g", "--user", "1000", TAG]
@@ -171,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     finally:
+        (LOGS / "image-container.log").write_text(docker("logs", CONTAINER, check=False, stderr=True))
         if not args.keep:
             docker("rm", "-f", CONTAINER, check=False)
     print(summary(report))
@@ -187,12 +191,13 @@ def summary(report: dict) -> str:
     sizes = report["size_gb"]
     lines = [f"{report['date']}, {report['cpu']} ({report['nproc']} cores)",
              f"image {sizes['image']} GB (base {sizes['base']} GB; the models stage, with the part wheels, {sizes['models_stage']} GB)"
-             + (f", built in {report['build_seconds']} s" if "build_seconds" in report else "") + f"; runs as UID {report['uid']}",
-             "| start | page up (s) | first answer (s from click) | verdict (s from click) | how | memory |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             + (f", built in {report['build_seconds']} s (load average {report['build_load15']})" if "build_seconds" in report else "")
+             + f"; runs as UID {report['uid']}",
+             "| start | load average before | page up (s) | first answer (s from click) | verdict (s from click) | how | memory |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for name in ("first_start", "after_restart"):
         r = report[name]
-        lines.append(f"| {name.replace('_', ' ')} | {r['page_up']} | {r['first_answer']} | {r['verdict']} | {r['how']} | {r['memory']} |")
+        lines.append(f"| {name.replace('_', ' ')} | {r['load_before']} | {r['page_up']} | {r['first_answer']} | {r['verdict']} | {r['how']} | {r['memory']} |")
     return "\n".join(lines)
 
 
