@@ -109,6 +109,48 @@ def tiny_pairs(tmp_path_factory, tiny_models_dir):
 
 
 
+# The test Hub's repos (tests/hub_server.py): the tiny pair as OpenVINO IR repos, and the tiny target as a checkpoint.
+TARGET, DRAFT, CHECKPOINT = "OpenVINO/tiny-llama-ov", "OpenVINO/tiny-llama-draft-ov", "tiny-owner/tiny-llama"
+CHUNK = 64 * 1024  # huggingface_hub writes a download in chunks; a resume starts at the last whole one
+
+
+@pytest.fixture(scope="session")
+def repo_folders(tmp_path_factory, tiny_checkpoints) -> dict[str, Path]:
+    """What the test Hub serves: the tiny pair as OpenVINO IR repos (converted as the OpenVINO org
+    publishes them) and the tiny target as a Transformers checkpoint."""
+    from spec.models import conversion_cache
+    from spec.models.resolve import resolve_model
+
+    root = tmp_path_factory.mktemp("hub-repos")
+    folders = {CHECKPOINT: tiny_checkpoints[0]}
+    for repo_id, checkpoint in ((TARGET, tiny_checkpoints[0]), (DRAFT, tiny_checkpoints[1])):
+        converted = resolve_model(str(checkpoint), "fp32").path
+        folders[repo_id] = root / repo_id.replace("/", "--")
+        shutil.copytree(converted, folders[repo_id], ignore=shutil.ignore_patterns(conversion_cache.MARKER))
+    return folders
+
+
+@pytest.fixture
+def test_hub(repo_folders, tmp_path, monkeypatch):
+    """The test Hub serving every repo, with huggingface_hub pointed at it and an empty HF cache."""
+    from huggingface_hub import constants
+
+    from tests.hub_server import TestHub
+
+    with TestHub() as server:
+        for repo_id, folder in repo_folders.items():
+            server.add(repo_id, folder)
+        monkeypatch.setattr(constants, "ENDPOINT", server.url)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-home" / "hub"))
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", CHUNK)
+        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # not the machine's login
+        for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+            monkeypatch.delenv(name, raising=False)
+        yield server
+
+
 def exact_first_tokens(target, prompt_ids: list[int], temperature: float = 1.0, top_k: int = 4) -> dict:
     """The exact law of a generation's first three tokens, p(t1) p(t2 | t1) p(t3 | t1 t2), under the
     same transforms the sampler applies: what sampled speculative decoding must follow."""

@@ -2,9 +2,12 @@
 huggingface_hub's `snapshot_download` uses, so the project downloads from it through HF_ENDPOINT
 exactly as it would from huggingface.co or a mirror.
 
-It serves folders the tests build (an OpenVINO IR, a Transformers checkpoint) as repos:
+It serves folders the tests build (an OpenVINO IR, a Transformers checkpoint) as repos, and repos
+that only claim their files' sizes (`claim`: a 150 GB model in 30 shards costs nothing to serve):
 - `GET /api/models/{repo}` and `/api/models/{repo}/revision/{rev}`: the repo's info, with its
-  commit sha and file list (siblings);
+  commit sha and file list (siblings); with `?blobs=true` (`model_info(files_metadata=True)`) each
+  file's size (and its LFS pointer for weights), and for safetensors weights the parameter count
+  per dtype the Hub reads from their headers (`safetensors.parameters`, `.total`);
 - `GET /api/models/{repo}/tree/{rev}`: the file list as `list_repo_files` reads it;
 - `HEAD` / `GET /{repo}/resolve/{rev}/{file}`: the file, with ETag, X-Repo-Commit and
   Content-Length; a large file (weights, kept in LFS on the Hub) is a redirect that carries its
@@ -22,12 +25,14 @@ import hashlib
 import json
 import re
 import socket
+import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
-_API = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/(?P<kind>revision|tree)/(?P<rev>[^/?]+))?/?(?:\?.*)?$")
+_API = re.compile(r"^/api/models/(?P<repo>[^/?]+/[^/?]+)(?:/(?P<kind>revision|tree)/(?P<rev>[^/?]+))?/?(?:\?.*)?$")
 _RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<file>[^?]+)(?:\?.*)?$")
 _CDN = re.compile(r"^/cdn/(?P<repo>[^/]+/[^/]+)/(?P<file>[^?]+)(?:\?.*)?$")  # where large files are redirected
 LARGE_FILES = (".bin", ".safetensors")  # kept in LFS on the Hub: `resolve` answers with a redirect
@@ -38,6 +43,35 @@ class Repo:
     files: dict[str, bytes]
     sha: str  # the commit every revision of this repo resolves to
     gated: bool = False
+    claimed: dict[str, int] = field(default_factory=dict)  # files listed with a size but no bytes (zeros if fetched)
+    bytes_per_second: float | None = None  # how fast a claimed file's zeros are sent (None: as fast as they go)
+    parameters: dict[str, int] | None = None  # dtype -> count, as the Hub reads it from safetensors headers
+
+    def size(self, name: str) -> int:
+        return len(self.files[name]) if name in self.files else self.claimed[name]
+
+
+_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+def _safetensors_parameters(files: dict[str, bytes]) -> dict[str, int] | None:
+    """What the Hub shows as a repo's `safetensors.parameters`: its tensors' elements per dtype."""
+    counts: dict[str, int] = {}
+    for name, data in files.items():
+        if not name.endswith(".safetensors"):
+            continue
+        try:
+            (length,) = struct.unpack("<Q", data[:8])
+            header = json.loads(data[8:8 + length])
+        except (struct.error, ValueError):  # the Hub gives no count for a file it cannot read
+            continue
+        for tensor, info in header.items():
+            if tensor != "__metadata__":
+                elements = 1
+                for dim in info["shape"]:
+                    elements *= dim
+                counts[info["dtype"]] = counts.get(info["dtype"], 0) + elements
+    return counts or None
 
 
 @dataclass
@@ -81,7 +115,18 @@ class TestHub:
         digest = hashlib.sha1(repo_id.encode())
         for name, data in files.items():
             digest.update(name.encode() + hashlib.sha256(data).digest())
-        self.repos[repo_id] = Repo(files, digest.hexdigest(), gated)
+        self.repos[repo_id] = Repo(files, digest.hexdigest(), gated, parameters=_safetensors_parameters(files))
+        return self.repos[repo_id].sha
+
+    def claim(self, repo_id: str, sizes: dict[str, int], parameters: dict[str, int] | None = None,
+              files: dict[str, bytes] | None = None, bytes_per_second: float | None = None) -> str:
+        """Serve `repo_id` listing files of the given `sizes` that it never has to hold (a GET of one
+        streams zeros, at `bytes_per_second` if given), beside small real `files` (a config.json);
+        `parameters` (dtype -> count) is what the Hub would read from the safetensors headers."""
+        files = dict(files or {})
+        digest = hashlib.sha1(repo_id.encode() + json.dumps(sorted(sizes.items())).encode())
+        self.repos[repo_id] = Repo(files, digest.hexdigest(), claimed=dict(sizes), parameters=parameters,
+                                   bytes_per_second=bytes_per_second)
         return self.repos[repo_id].sha
 
     def cut_off(self, repo_id: str, filename: str, after_bytes: int, times: int = 1) -> None:
@@ -159,13 +204,29 @@ def _handler(hub: TestHub) -> type[BaseHTTPRequestHandler]:
             repo = self._repo(repo_id, body)
             if repo is None:
                 return
+            names = [*repo.files, *repo.claimed]
             if kind == "tree":
-                info = [{"type": "file", "path": name, "size": len(data), "oid": hashlib.sha1(data).hexdigest()}
-                        for name, data in repo.files.items()]
+                info = [{"type": "file", "path": name, "size": repo.size(name), "oid": self._oid(repo, name)} for name in names]
             else:  # like the Hub, a gated repo's info is public; its files are not
                 info = {"id": repo_id, "modelId": repo_id, "sha": repo.sha, "private": False,
-                        "gated": "manual" if repo.gated else False, "siblings": [{"rfilename": n} for n in repo.files]}
+                        "gated": "manual" if repo.gated else False, "siblings": [{"rfilename": n} for n in names]}
+                if parse_qs(urlsplit(self.path).query).get("blobs", [""])[0].lower() == "true":
+                    info["siblings"] = [self._blob(repo, name) for name in names]
+                if repo.parameters:
+                    info["safetensors"] = {"parameters": repo.parameters, "total": sum(repo.parameters.values())}
             self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, body)
+
+        @staticmethod
+        def _oid(repo: Repo, name: str) -> str:
+            return hashlib.sha1(repo.files[name] if name in repo.files else name.encode()).hexdigest()
+
+        def _blob(self, repo: Repo, name: str) -> dict:
+            """A file as `?blobs=true` lists it: its size, and for weights (in LFS) the pointer's."""
+            sibling = {"rfilename": name, "blobId": self._oid(repo, name), "size": repo.size(name)}
+            if name.endswith(LARGE_FILES):
+                sha256 = hashlib.sha256(repo.files[name] if name in repo.files else name.encode()).hexdigest()
+                sibling["lfs"] = {"sha256": sha256, "size": repo.size(name), "pointerSize": 134}
+            return sibling
 
         def _resolve(self, repo_id: str, filename: str, authorized: bool, body: bool) -> None:
             repo = self._repo(repo_id, body)
@@ -173,6 +234,9 @@ def _handler(hub: TestHub) -> type[BaseHTTPRequestHandler]:
                 return
             if repo.gated:
                 self._error(403 if authorized else 401, "GatedRepo", body)
+                return
+            if filename in repo.claimed:
+                self._claimed(repo, filename, body)
                 return
             data = repo.files.get(filename)
             if data is None:
@@ -185,6 +249,25 @@ def _handler(hub: TestHub) -> type[BaseHTTPRequestHandler]:
                 self._send(302, b"", headers, body)
                 return
             self._file(repo_id, filename, body, {"X-Repo-Commit": repo.sha, "ETag": f'"{hashlib.sha1(data).hexdigest()}"'})
+
+        def _claimed(self, repo: Repo, filename: str, body: bool) -> None:
+            """A file the repo only claims: its headers, then zeros until the client stops reading."""
+            size = repo.claimed[filename]
+            self.send_response(200)
+            for name, value in {"Content-Length": str(size), "X-Repo-Commit": repo.sha, "ETag": f'"{self._oid(repo, filename)}"',
+                                "Content-Type": "application/octet-stream"}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            chunk, sent = bytes(64 * 1024 if repo.bytes_per_second is None else 16 * 1024), 0
+            while body and sent < size and not hub._release.is_set():
+                try:
+                    self.wfile.write(chunk[:size - sent])
+                    self.wfile.flush()
+                except OSError:  # the client stopped reading
+                    return
+                sent += len(chunk)
+                if repo.bytes_per_second:
+                    hub._release.wait(len(chunk) / repo.bytes_per_second)
 
         def _file(self, repo_id: str, filename: str, body: bool, headers: dict[str, str] | None = None) -> None:
             """The file's bytes, or the rest of them from a `Range: bytes=N-`, with the faults asked for."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,50 +20,16 @@ import pytest
 
 from spec.config import DRAFT_MODEL, GenerationConfig, ModelKey
 from spec.errors import ModelError
-from spec.models import conversion_cache, hub
+from spec.models import hub
 from spec.models.export import IR_BIN
 from spec.models.registry import ModelRegistry
 from spec.models.resolve import resolve_model
 from spec.serving.playback import watch
 from spec.serving.race import DONE
 from spec.serving.scheduler import RaceRequest, Scheduler
-from tests.hub_server import TestHub
+from tests.conftest import CHECKPOINT, CHUNK, DRAFT, TARGET
 
 REPO = Path(__file__).resolve().parents[1]
-TARGET, DRAFT, CHECKPOINT = "OpenVINO/tiny-llama-ov", "OpenVINO/tiny-llama-draft-ov", "tiny-owner/tiny-llama"
-CHUNK = 64 * 1024  # huggingface_hub writes a download in chunks; a resume starts at the last whole one
-
-
-@pytest.fixture(scope="module")
-def repo_folders(tmp_path_factory, tiny_checkpoints) -> dict[str, Path]:
-    """What the test Hub serves: the tiny pair as OpenVINO IR repos (converted as the OpenVINO org
-    publishes them) and the tiny target as a Transformers checkpoint."""
-    root = tmp_path_factory.mktemp("hub-repos")
-    folders = {CHECKPOINT: tiny_checkpoints[0]}
-    for repo_id, checkpoint in ((TARGET, tiny_checkpoints[0]), (DRAFT, tiny_checkpoints[1])):
-        converted = resolve_model(str(checkpoint), "fp32").path
-        folders[repo_id] = root / repo_id.replace("/", "--")
-        shutil.copytree(converted, folders[repo_id], ignore=shutil.ignore_patterns(conversion_cache.MARKER))
-    return folders
-
-
-@pytest.fixture
-def test_hub(repo_folders, tmp_path, monkeypatch):
-    """The test Hub serving every repo, with huggingface_hub pointed at it and an empty HF cache."""
-    from huggingface_hub import constants
-
-    with TestHub() as server:
-        for repo_id, folder in repo_folders.items():
-            server.add(repo_id, folder)
-        monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/{filename}")
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-home" / "hub"))
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", CHUNK)
-        monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(tmp_path / "no-token"))  # not the machine's login
-        for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-            monkeypatch.delenv(name, raising=False)
-        yield server
 
 
 def _download(repo_id: str) -> Path:

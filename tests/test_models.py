@@ -311,12 +311,12 @@ def test_hub_errors_become_actionable_model_errors(cache, monkeypatch, kind, sta
 def test_download_skips_files_the_app_does_not_use():
     checkpoint_repo = ["config.json", "model.safetensors", "pytorch_model.bin", "tokenizer.json",
                        "onnx/model.onnx", "model.gguf", "flax_model.msgpack", "README.md"]
-    assert hub._pick_files(checkpoint_repo) == ["config.json", "model.safetensors", "tokenizer.json", "README.md"]
+    assert hub.pick_files(checkpoint_repo) == ["config.json", "model.safetensors", "tokenizer.json", "README.md"]
     ir_repo = ["config.json", "openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.bin",
                "pytorch_model.bin", "tokenizer_config.json"]
-    assert hub._pick_files(ir_repo) == ["config.json", "openvino_model.xml", "openvino_model.bin",
+    assert hub.pick_files(ir_repo) == ["config.json", "openvino_model.xml", "openvino_model.bin",
                                            "openvino_tokenizer.bin", "tokenizer_config.json"]
-    assert hub._pick_files(["config.json", "pytorch_model.bin"]) == ["config.json", "pytorch_model.bin"]
+    assert hub.pick_files(["config.json", "pytorch_model.bin"]) == ["config.json", "pytorch_model.bin"]
 
 
 def test_download_progress_reaches_the_callback():

@@ -14,7 +14,7 @@ class FakeModel:
 def test_two_threads_asking_for_one_model_load_it_once(monkeypatch):
     loads = []
 
-    def slow_load(key, progress):
+    def slow_load(key, progress, *rest):
         loads.append(key.ref)
         time.sleep(0.3)  # long enough for the second thread to arrive while the first loads
         return FakeModel(key.ref, 1)
@@ -56,7 +56,7 @@ def test_a_pair_over_the_budget_keeps_both_halves(monkeypatch):
 def test_everyone_waiting_for_a_load_sees_its_progress(monkeypatch):
     started, release = threading.Event(), threading.Event()
 
-    def slow_load(key, progress):
+    def slow_load(key, progress, *rest):
         progress("Exporting x — about 2 min left", None)
         started.set()
         release.wait(5)
@@ -78,3 +78,38 @@ def test_everyone_waiting_for_a_load_sees_its_progress(monkeypatch):
     waiter.join(5)
     assert first == second == ["Exporting x — about 2 min left", "Exporting x — done in 5 s"]
     assert registry.progress(ModelKey("a/big")) is None
+
+
+def test_a_visitors_load_stops_once_everyone_waiting_for_it_has_left(monkeypatch):
+    asked, ended = threading.Event(), threading.Event()
+
+    def load(key, progress, visitors, stopped):
+        asked.set()
+        while not stopped():
+            time.sleep(0.01)
+        ended.set()
+        raise registry_module.Cancelled("nobody waits")
+
+    monkeypatch.setattr(registry_module, "load_model", load)
+    registry = registry_module.ModelRegistry()
+    key = ModelKey("someone/model", hub_only=True)
+    first, second, outcomes = threading.Event(), threading.Event(), []
+
+    def wait(cancel):
+        try:
+            registry.get(key, None, cancel)
+        except registry_module.Cancelled as error:
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=wait, args=(cancel,)) for cancel in (first, second)]
+    threads[0].start()
+    asked.wait(5)
+    threads[1].start()
+    time.sleep(0.05)
+    first.set()  # one visitor left: the other still waits
+    time.sleep(0.1)
+    assert not ended.is_set()
+    second.set()
+    for thread in threads:
+        thread.join(5)
+    assert ended.is_set() and len(outcomes) == 2, "stopped, and the second waiter does not start it again"

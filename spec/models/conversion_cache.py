@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
+from spec.errors import Cancelled
 from spec.models import export, library_output
 from spec.models.export import IR_BIN, IR_XML
 from spec.progress import ProgressFn, phase
@@ -56,12 +57,16 @@ def convert_cached(
     checkpoint: Callable[[Path], Path],
     report: ProgressFn,
     expected_seconds: float | None = None,
+    exporter: Callable[[Path, Path, str, str, Path, float], None] | None = None,
 ) -> Path:
     """The cache entry converting `checkpoint` to `weight_format`, exported now if missing or corrupt.
 
     `checkpoint(work_dir)` returns the Transformers checkpoint to export; a source that must be
     written out first (the GGUF) writes it into `work_dir`, which is deleted afterwards.
     `expected_seconds`: how long the export usually takes (estimated from the weights' size if None).
+    `exporter(checkpoint, out, weight_format, name, log, expected_seconds)` exports elsewhere (a
+    visitor's model, in a child process: spec.models.export_process) and reports its own progress;
+    None exports here, with what the libraries print captured into the log.
     """
     cache = models_dir()
     key = _entry_key(name, fingerprint, weight_format)
@@ -86,14 +91,20 @@ def convert_cached(
         try:
             scratch.mkdir()
             # Libraries print tables, warnings and bars while converting: into the log, not on screen.
-            with library_output.captured(log):
+            with library_output.captured(log) if exporter is None else contextlib.nullcontext():
                 source = checkpoint(work_dir)
                 expected = expected_seconds or _expected_export_seconds(source)
-                with phase(report, f"Exporting {name} to OpenVINO {weight_format.upper()}", expected):
-                    export.export_ir(source, scratch, weight_format, name)
+                if exporter is not None:
+                    exporter(source, scratch, weight_format, name, log, expected)
+                else:
+                    with phase(report, f"Exporting {name} to OpenVINO {weight_format.upper()}", expected):
+                        export.export_ir(source, scratch, weight_format, name)
             _write_marker(scratch, ref, weight_format, fingerprint)
             os.replace(scratch, entry)
             _remember_verified(entry)  # OpenVINO just wrote and re-read it: no need to parse it again
+        except Cancelled:
+            logger.info("Stopped converting %s: nobody waits for it any more", name)
+            raise
         except BaseException:
             logger.warning("Converting %s failed; what the libraries printed meanwhile is in %s", name, log)
             raise

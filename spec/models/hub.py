@@ -3,13 +3,18 @@ downloading a model's files (or finding them in the local cache) with progress, 
 it can be reached at all."""
 from __future__ import annotations
 
+import contextlib
 import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 from spec.models.embedded import DEFAULT_REF
-from spec.errors import ModelError
+from spec.errors import Cancelled, ModelError
 from spec.models.export import IR_XML
 from spec.progress import Phase, ProgressFn, phase
+
+StopFn = Callable[[], bool]  # True once nobody waits for the work any more
 
 # huggingface_hub sends some requests (the repo's file list) with no timeout at all: a Hub that
 # stops answering would hang a download for ever. Requests that set none get these seconds.
@@ -58,25 +63,61 @@ def cached(repo_id: str) -> bool:
         return False
 
 
-def download(repo_id: str, report: ProgressFn) -> Path:
-    """Download (or find in the Hugging Face cache) the files of `repo_id` this app needs.
+@dataclass(frozen=True)
+class RepoFiles:
+    """What the Hub says a model repository holds, before any of it is downloaded."""
+
+    sizes: dict[str, int]  # top-level file -> bytes
+    parameters: dict[str, int] | None  # dtype -> count, read by the Hub from safetensors headers; None if it gives none
+
+
+def files(repo_id: str) -> RepoFiles:
+    """Ask the Hub for `repo_id`'s files and their sizes (and its safetensors parameter count):
+    one request, nothing downloaded. Offline, the cached snapshot's files are weighed instead.
+    Raises ModelError with the same sentences as `download`."""
+    from huggingface_hub import HfApi, constants, snapshot_download
+
+    _bound_request_timeouts()
+    with _sentences(repo_id, "asking about"):
+        if constants.is_offline_mode():
+            snapshot = Path(snapshot_download(repo_id, local_files_only=True))
+            return RepoFiles({p.name: p.stat().st_size for p in snapshot.iterdir() if p.is_file()}, None)
+        info = HfApi().model_info(repo_id, files_metadata=True, timeout=REQUEST_TIMEOUT_SECONDS)
+        sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or () if "/" not in s.rfilename}
+        parameters = getattr(info.safetensors, "parameters", None) or None
+        return RepoFiles(sizes, dict(parameters) if parameters else None)
+
+
+def download(repo_id: str, report: ProgressFn, only: list[str] | None = None, stopped: StopFn | None = None) -> Path:
+    """Download (or find in the Hugging Face cache) the files of `repo_id` this app needs (`only`
+    these, when the caller already chose them).
 
     A download cut off part-way resumes where it stopped (huggingface_hub asks for the rest with a
     Range header, up to five times); a Hub that stops answering for HF_HUB_DOWNLOAD_TIMEOUT seconds
     on each of those tries ends in a ModelError, never a hang. huggingface_hub keeps no partial file
-    between calls: a later call downloads the file again from its start.
+    between calls: a later call downloads the file again from its start. Once `stopped()` says
+    nobody waits for it any more, it stops with Cancelled at its next chunk.
     """
-    import httpx
     from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     _bound_request_timeouts()
-    try:
+    with _sentences(repo_id, "downloading"):
         with phase(report, f"Downloading {repo_id}") as progress:
             return Path(
-                snapshot_download(repo_id, allow_patterns=_files_to_fetch(repo_id), tqdm_class=_reporting_tqdm(progress),
-                                  etag_timeout=constants.HF_HUB_ETAG_TIMEOUT)
+                snapshot_download(repo_id, allow_patterns=only if only is not None else _files_to_fetch(repo_id),
+                                  tqdm_class=_reporting_tqdm(progress, stopped), etag_timeout=constants.HF_HUB_ETAG_TIMEOUT)
             )
+
+
+@contextlib.contextmanager
+def _sentences(repo_id: str, doing: str) -> Iterator[None]:
+    """huggingface_hub's and the network's errors as the sentence a user can act on (ModelError)."""
+    import httpx
+    from huggingface_hub import constants
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        yield
     except GatedRepoError as e:
         raise ModelError(
             f"{repo_id} is gated: accept its license on {endpoint()}/{repo_id} and set HF_TOKEN "
@@ -104,15 +145,18 @@ def download(repo_id: str, report: ProgressFn) -> Path:
                 f"{hub_name()} refused access to {repo_id} (HTTP {status}): set HF_TOKEN to a valid read token "
                 "and accept the model's license on its page."
             ) from e
-        raise ModelError(f"{hub_name()} failed while downloading {repo_id} (HTTP {status}): try again later.") from e
+        raise ModelError(f"{hub_name()} failed while {doing} {repo_id} (HTTP {status}): try again later.") from e
     except httpx.TimeoutException as e:
+        if doing != "downloading":
+            raise ModelError(f"Could not reach {hub_name()} to ask about {repo_id}: it did not answer in time; "
+                             "try again later.") from e
         raise ModelError(
             f"{hub_name()} stopped answering while {repo_id} was downloading: try again later "
             "(HF_HUB_DOWNLOAD_TIMEOUT sets how many seconds of silence give up a try)."
         ) from e
     except (httpx.HTTPError, OSError) as e:
         raise ModelError(
-            f"Downloading {repo_id} from {hub_name()} failed ({type(e).__name__}): check the network connection "
+            f"{doing.capitalize()} {repo_id} from {hub_name()} failed ({type(e).__name__}): check the network connection "
             "and free disk space, then try again."
         ) from e
 
@@ -158,12 +202,12 @@ def _files_to_fetch(repo_id: str) -> list[str] | None:
     if constants.is_offline_mode():
         return None
     try:
-        return _pick_files(HfApi().list_repo_files(repo_id))
+        return pick_files(HfApi().list_repo_files(repo_id))
     except Exception:  # snapshot_download meets the same problem and reports it properly
         return None
 
 
-def _pick_files(files: list[str]) -> list[str]:
+def pick_files(files: list[str]) -> list[str]:
     """The top-level files this app uses: the IR if there is one, else one format of weights.
 
     Repos often carry ONNX, GGUF or Flax copies, or both .bin and .safetensors weights, which
@@ -178,8 +222,9 @@ def _pick_files(files: list[str]) -> list[str]:
     return files
 
 
-def _reporting_tqdm(progress: Phase) -> type:
-    """A tqdm class that forwards snapshot_download's byte count to `progress` instead of drawing."""
+def _reporting_tqdm(progress: Phase, stopped: StopFn | None = None) -> type:
+    """A tqdm class that forwards snapshot_download's byte count to `progress` instead of drawing,
+    and stops the download (Cancelled, raised in the thread that downloads) once `stopped()`."""
     from tqdm.auto import tqdm
 
     class ReportingTqdm(tqdm):
@@ -190,8 +235,10 @@ def _reporting_tqdm(progress: Phase) -> type:
             super().__init__(*args, **kwargs)
 
         def update(self, n: float | None = 1) -> None:
-            if not (self._counts_bytes and n):
+            if not (self._counts_bytes and n):  # the files bar: updated from a done callback, where raising only logs
                 return
+            if stopped is not None and stopped():  # in the thread that downloads: it stops there
+                raise Cancelled("nobody waits for this download any more")
             self.n += n
             # huggingface_hub grows `total` as each file starts, so the fraction can step back.
             fraction = min(self.n / self.total, 1.0) if self.total else None

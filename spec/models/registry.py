@@ -17,10 +17,12 @@ import numpy as np
 from spec.config import DEFAULT_PRECISION, INT8, PRECISIONS, WEIGHT_FORMATS, ModelKey, default_device
 from spec.models.conversion_cache import models_dir
 from spec.models.draft_vocabulary import frequent_token_ids
-from spec.errors import ModelError
+from spec.errors import Cancelled, ModelError
 from spec.models.export import IR_XML
 from spec.progress import ProgressFn, ignore, phase
+from spec.models.hub import StopFn
 from spec.models.resolve import ResolvedModel, resolve_model
+from spec.models.visitors import VisitorModels
 from spec.models.runtime import CompiledLM, compile_model
 
 
@@ -59,6 +61,8 @@ def load_model(
     weight_format: str | None = None,
     precision: str | None = None,
     device: str | None = None,
+    visitors: VisitorModels | None = None,
+    stopped: StopFn | None = None,
 ) -> LoadedModel:
     """Resolve (download or convert if needed), compile, and load the tokenizer of one model.
 
@@ -66,15 +70,17 @@ def load_model(
     folder (an OpenVINO IR or a Transformers checkpoint), None for the default embedded model, or a
     ModelKey that says everything at once. For the others: `weight_format` (INT8 unless given) when
     the engine converts it, `precision` (DEFAULT_PRECISION, or F32 for exact results) and `device`
-    (SPEC_DEVICE, else CPU). ValueError for a setting it does not take; ModelError for a model that
-    cannot be had, saying why.
+    (SPEC_DEVICE, else CPU). A visitor's model (`ModelKey.hub_only`) is had within `visitors`'
+    limits and stops once `stopped()` says nobody waits for it. ValueError for a setting it does
+    not take; ModelError for a model that cannot be had, saying why.
     """
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
 
     key = model_key(model, weight_format, precision, device)
-    resolved = resolve_model(key.ref, key.weight_format, progress, key.hub_only)
-    cache_dir = models_dir() / "compiled"
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    resolved = resolve_model(key.ref, key.weight_format, progress, key.hub_only, visitors, stopped)
+    cache_dir = None if key.hub_only else models_dir() / "compiled"  # a visitor's compiled blob would stay on disk unbounded
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved.path)
         token_ids = None
@@ -136,23 +142,28 @@ class ModelRegistry:
     Two threads asking for the same key wait for one load. Beyond `budget_bytes` of weights, the least
     recently used models are dropped, but never the latest two (a pair being loaded); sessions
     already holding a dropped model keep it until they finish. Everyone waiting for a load sees its
-    progress, not only the caller who started it (a model can take minutes to prepare).
+    progress, not only the caller who started it (a model can take minutes to prepare). A visitor's
+    model (`hub_only`) is loaded within `visitors`' limits, and its download or conversion stops
+    once every caller waiting for it has set its `cancel` event; the operator's go on regardless.
     """
 
-    def __init__(self, budget_bytes: int | None = None):
+    def __init__(self, budget_bytes: int | None = None, visitors: VisitorModels | None = None):
         self.budget_bytes = budget_bytes
+        self.visitors = visitors
         self._models: OrderedDict[ModelKey, LoadedModel] = OrderedDict()
         self._locks: dict[ModelKey, threading.Lock] = {}
         self._watchers: dict[ModelKey, list[ProgressFn]] = {}  # who waits for each load in progress
         self._latest: dict[ModelKey, tuple[str, float | None]] = {}  # each load's latest progress
+        self._cancels: dict[ModelKey, list[threading.Event | None]] = {}  # each waiting caller's cancel event
         self._lock = threading.Lock()
 
-    def get(self, key: ModelKey, progress: ProgressFn | None = None) -> LoadedModel:
+    def get(self, key: ModelKey, progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> LoadedModel:
         with self._lock:
             if key in self._models:
                 self._models.move_to_end(key)
                 return self._models[key]
             key_lock = self._locks.setdefault(key, threading.Lock())
+            self._cancels.setdefault(key, []).append(cancel)
             if progress is not None:
                 self._watchers.setdefault(key, []).append(progress)
                 latest = self._latest.get(key)
@@ -163,8 +174,12 @@ class ModelRegistry:
                 with self._lock:
                     if key in self._models:
                         return self._models[key]
+                if cancel is not None and cancel.is_set():  # a load stopped while this caller waited behind it
+                    raise Cancelled(f"nobody waits for {key.ref} any more")
+                stopped = (lambda: self._abandoned(key)) if key.hub_only else None
                 try:
-                    loaded = load_model(key, lambda message, fraction: self._broadcast(key, message, fraction))
+                    loaded = load_model(key, lambda message, fraction: self._broadcast(key, message, fraction),
+                                        visitors=self.visitors, stopped=stopped)
                 finally:
                     with self._lock:
                         self._latest.pop(key, None)
@@ -174,8 +189,15 @@ class ModelRegistry:
                 return loaded
         finally:
             with self._lock:
+                self._cancels[key].remove(cancel)
                 if progress is not None:
                     self._watchers[key].remove(progress)
+
+    def _abandoned(self, key: ModelKey) -> bool:
+        """Whether every caller waiting for `key` has cancelled (none waits without a cancel event)."""
+        with self._lock:
+            cancels = self._cancels.get(key, [])
+            return bool(cancels) and all(event is not None and event.is_set() for event in cancels)
 
     def progress(self, key: ModelKey) -> tuple[str, float | None] | None:
         """The latest progress of a load under way, or None."""

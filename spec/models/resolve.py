@@ -11,12 +11,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from spec.models import embedded, hub
+from spec.models import embedded, export_process, hub
 from spec.config import INT8, WEIGHT_FORMATS
 from spec.models.conversion_cache import convert_cached
 from spec.models.embedded import DEFAULT_REF, PREFIX
 from spec.errors import ModelError
 from spec.models.export import IR_BIN, IR_XML, TOKENIZER_FILES
+from spec.models.hub import StopFn
+from spec.models.visitors import VisitorModels
 from spec.progress import ProgressFn, ignore
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
@@ -32,7 +34,8 @@ class ResolvedModel:
 
 
 def resolve_model(
-    ref: str | None, weight_format: str = INT8, progress: ProgressFn | None = None, hub_only: bool = False
+    ref: str | None, weight_format: str = INT8, progress: ProgressFn | None = None, hub_only: bool = False,
+    visitors: VisitorModels | None = None, stopped: StopFn | None = None,
 ) -> ResolvedModel:
     """Find or build the OpenVINO model that `ref` names.
 
@@ -40,8 +43,11 @@ def resolve_model(
     see spec.models.embedded), a local directory holding an OpenVINO IR (used as is) or a Transformers checkpoint (converted once),
     or a Hub id `owner/name` (downloaded, then used as is or converted). `weight_format` applies
     to conversions only. With `hub_only` (a visitor's model on a shared server) `ref` must be a Hub
-    id: nothing on the server's disk is looked at, and no message names a path on it. Raises
-    ModelError for anything the user can fix.
+    id: nothing on the server's disk is looked at, and no message names a path on it; the model is
+    weighed before a byte is downloaded and refused if the server cannot hold it, converted in a
+    child process with a memory limit, and kept on disk among `visitors`' models (see
+    spec.models.visitors); `stopped()` saying nobody waits for it any more stops its download or
+    conversion (Cancelled). Raises ModelError for anything the user can fix.
     """
     weight_format = _check_weight_format(weight_format)
     report = progress or ignore
@@ -49,7 +55,7 @@ def resolve_model(
         if ref is None or not is_hub_id(ref):
             raise ModelError("This server takes Hugging Face model ids only, written owner/name (for example "
                              "HuggingFaceTB/SmolLM2-135M-Instruct): folders on the server cannot be used here.")
-        return _resolve_hub(ref, weight_format, report)
+        return _resolve_visitors(ref, weight_format, report, visitors or VisitorModels(), stopped)
     if ref is None or ref.startswith(PREFIX):
         resolved = _resolve_embedded(ref or DEFAULT_REF, weight_format, report)
     elif is_local(ref):
@@ -114,6 +120,20 @@ def _resolve_hub(ref: str, weight_format: str, report: ProgressFn) -> ResolvedMo
     _check_checkpoint_dir(snapshot, ref)
     converted = convert_cached(ref, ref.replace("/", "--"), _dir_fingerprint(snapshot), weight_format, lambda _: snapshot, report)
     return ResolvedModel(ref, converted, weight_format, "converted")
+
+
+def _resolve_visitors(ref: str, weight_format: str, report: ProgressFn, visitors: VisitorModels,
+                      stopped: StopFn | None) -> ResolvedModel:
+    with visitors.admitted(ref, weight_format) as admission:
+        snapshot = hub.download(ref, report, list(admission.footprint.files), stopped)
+        if (snapshot / IR_XML).is_file():
+            _check_ir_dir(snapshot, ref)
+            return ResolvedModel(ref, snapshot, "as-is", "hub-ir")
+        _check_checkpoint_dir(snapshot, ref)
+        converted = convert_cached(ref, ref.replace("/", "--"), _dir_fingerprint(snapshot), weight_format, lambda _: snapshot,
+                                   report, exporter=export_process.exporter(admission.memory_limit, report, stopped))
+        visitors.used(ref, converted)
+        return ResolvedModel(ref, converted, weight_format, "converted")
 
 
 def _check_ir_dir(path: Path, ref: str) -> None:

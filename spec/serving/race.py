@@ -32,6 +32,7 @@ from spec.models.registry import LoadedModel, ModelRegistry
 
 WAITING, LOADING, RACING, DONE, STOPPED = "waiting", "loading", "racing", "done", "stopped"  # a race's phase
 CANCELLED, OUT_OF_TIME = "cancelled", "out of time"  # Verdict.stopped: Stop (or the visitor left); the time budget ran out
+REPLACED = "replaced"  # Verdict.stopped: its visitor asked for another race while this one waited
 
 # New tokens each lane must make before a speed-up means something: a short race's speed-up is
 # mostly noise on a shared machine, so with fewer tokens the page calls it uncertain instead of
@@ -94,7 +95,7 @@ class Verdict:
     settled: bool  # both lanes made MIN_TOKENS_FOR_VERDICT tokens: fewer make the speed-up mostly noise
     identical: bool | None  # greedy only: the same tokens; None when sampling (texts may rightly differ)
     first_difference: int | None  # index of the first differing token, when not identical
-    stopped: str | None  # why the race ended early (CANCELLED, OUT_OF_TIME); None when both lanes finished
+    stopped: str | None  # why the race ended early (CANCELLED, OUT_OF_TIME, REPLACED); None when both lanes finished
 
 
 @dataclass(frozen=True)
@@ -297,8 +298,9 @@ def load_pair(
 ) -> Iterator[RaceUpdate]:
     """Get the pair from the shared registry, warmed up; yields LOADING updates while it loads.
 
-    Returns (target, draft or None), or None when stopped while loading (the load goes on in the
-    background, so the next race starts sooner).
+    Returns (target, draft or None), or None when stopped while loading (an operator's model goes
+    on loading in the background, so the next race starts sooner; a visitor's stops once nobody
+    waits for it, see ModelRegistry.get).
     """
     wanted = [("Target", target_key)] + ([("Draft", draft_key)] if draft_key else [])
     if {key for _, key in wanted} <= set(registry.loaded()):
@@ -317,7 +319,8 @@ def load_pair(
                     updates.put((role, f"{message}{percent}"))
 
                 updates.put((role, f"{key.ref}: starting"))
-                models.append(warm_up(registry.get(key, progress)))
+                # Only a visitor's model stops loading with the race: the operator's are worth finishing.
+                models.append(warm_up(registry.get(key, progress, cancel if key.hub_only else None)))
                 updates.put((role, f"{key.ref}: ready"))
             result["models"] = models
         except BaseException as error:  # handed to the caller's thread, which raises it
@@ -332,13 +335,13 @@ def load_pair(
             update = updates.get(timeout=0.5)
         except queue.Empty:
             update = ...
-        if update is None:
+        if update is None or cancel.is_set():
             break
         if update is not ...:
             status[update[0]] = update[1]
-        if cancel.is_set():
-            return None
         yield RaceUpdate(LOADING, loading=dict(status), loading_seconds=time.monotonic() - started)
+    if cancel.is_set():
+        return None
     if "error" in result:
         raise result["error"]
     models = result["models"]

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spec.models.visitors import VisitorLimits
 
 
 def _flag(raw: str) -> bool:
@@ -31,6 +35,8 @@ class ServerSettings:
     max_prompt_tokens: int = 1024  # SPEC_MAX_PROMPT_TOKENS: longer prompts are refused (the model's context bounds them too)
     max_race_seconds: float = 120.0  # SPEC_MAX_RACE_SECONDS: both lanes stop after this long; 0 means no limit
     allow_local_models: bool = True  # SPEC_ALLOW_LOCAL_MODELS: custom pairs may name folders on this server (never on a Space by default)
+    custom_memory_gb: float | None = None  # SPEC_CUSTOM_MEMORY_GB: memory a visitor's model may take to convert or load (unset: 80% of what is available then)
+    custom_disk_gb: float | None = None  # SPEC_CUSTOM_DISK_GB: disk visitors' models may take together, least recently used evicted (unset: half the free disk)
     update_seconds: float = 0.25  # SPEC_APP_UPDATE_SECONDS: at most one page update per viewer this often
     preload: bool = True  # SPEC_APP_PRELOAD: load the default pair at start-up, before the first visitor
     preheat: bool = True  # SPEC_APP_PREHEAT: then race the page's examples, so a click is a replay
@@ -41,6 +47,15 @@ class ServerSettings:
     draft: str | None = None  # SPEC_APP_DRAFT: ... and its draft
     weight_format: str = "int8"  # SPEC_APP_WEIGHT_FORMAT: that pair's weights, when converted
     precision: str = "default"  # SPEC_APP_PRECISION: that pair's precision
+
+    def visitor_limits(self) -> "VisitorLimits":
+        """What visitors' models may take (spec.models.visitors), in bytes (GB as the Hub counts them: 10^9)."""
+        from spec.models.visitors import VisitorLimits
+
+        def as_bytes(gb: float | None) -> int | None:
+            return None if gb is None else int(gb * 10**9)
+
+        return VisitorLimits(as_bytes(self.custom_memory_gb), as_bytes(self.custom_disk_gb))
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "ServerSettings":
@@ -67,6 +82,8 @@ class ServerSettings:
             max_prompt_tokens=read("SPEC_MAX_PROMPT_TOKENS", 1024, int),
             max_race_seconds=read("SPEC_MAX_RACE_SECONDS", 120.0, float),
             allow_local_models=read("SPEC_ALLOW_LOCAL_MODELS", not on_space, _flag),
+            custom_memory_gb=read("SPEC_CUSTOM_MEMORY_GB", None, float),
+            custom_disk_gb=read("SPEC_CUSTOM_DISK_GB", None, float),
             update_seconds=read("SPEC_APP_UPDATE_SECONDS", 0.25, float),
             preload=read("SPEC_APP_PRELOAD", True, _flag),
             preheat=read("SPEC_APP_PREHEAT", True, _flag),
@@ -82,6 +99,9 @@ class ServerSettings:
                                ("max_prompt_tokens", "SPEC_MAX_PROMPT_TOKENS")):
             if values[name] < 1:
                 raise SystemExit(f"{variable} must be at least 1, got {values[name]}")
+        for name, variable in (("custom_memory_gb", "SPEC_CUSTOM_MEMORY_GB"), ("custom_disk_gb", "SPEC_CUSTOM_DISK_GB")):
+            if values[name] is not None and values[name] <= 0:
+                raise SystemExit(f"{variable} must be a positive number of GB, got {values[name]}")
         for name, variable in (("max_queue", "SPEC_MAX_QUEUE"), ("stored_races", "SPEC_STORED_RACES"), ("stored_mb", "SPEC_STORED_MB"),
                                ("update_seconds", "SPEC_APP_UPDATE_SECONDS"), ("max_race_seconds", "SPEC_MAX_RACE_SECONDS")):
             if values[name] < 0:
