@@ -10,7 +10,7 @@ import pytest
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig, ModelKey
 from spec.models.registry import ModelRegistry
 from spec.serving.playback import watch
-from spec.serving.race import CANCELLED, DONE, RACING, STOPPED, WAITING, Limits, PromptTooLong
+from spec.serving.race import CANCELLED, DONE, RACING, REPLACED, STOPPED, WAITING, Limits, PromptTooLong
 from spec.serving.recording import FAILED, Recording
 from spec.serving.scheduler import JOINED, LIVE, REPLAY, Busy, RaceRequest, RecordingStore, Scheduler
 from tests.conftest import models_dir_at
@@ -266,3 +266,69 @@ def test_a_prompt_too_long_is_refused_at_once_and_a_failure_reaches_every_viewer
     recording, how = late.submit(request(keys, prompt="a much longer prompt than four tokens, surely"))
     seen = views(late, recording, how)
     assert seen[-1].phase == FAILED and "shorten it" in seen[-1].error
+
+
+def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry, max_waiting=2, start=False)
+    other, _ = scheduler.submit(request(keys, prompt="someone else's"), session="other")
+    first_watch = threading.Event()
+    first, _ = scheduler.submit(request(keys, prompt="one"), session="me", cancel=first_watch)
+    second_watch = threading.Event()
+    second, how = scheduler.submit(request(keys, prompt="two"), session="me", cancel=second_watch)
+    assert how == LIVE and scheduler.counts() == (0, 2), "the second took the first's place, not another"
+    assert [r for r, _ in scheduler._waiting] == [other, second]
+    assert first.phase == STOPPED and first.verdict.stopped == REPLACED and first_watch.is_set()
+    seen = views(scheduler, first, LIVE, cancel=first_watch)
+    assert seen[-1].phase == STOPPED and seen[-1].verdict.stopped == REPLACED
+    import render
+
+    assert "Replaced by your newer request" in render.outputs(seen[-1], request(keys).config, DRAFT_MODEL, True, None)[0]
+    # A race others watch too stays in line for them when one of its viewers asks for another.
+    shared, _ = scheduler.submit(request(keys, prompt="someone else's"), session="me", cancel=threading.Event())
+    assert shared is other and other.viewers == 2 and second not in [r for r, _ in scheduler._waiting]
+    third, _ = scheduler.submit(request(keys, prompt="three"), session="me")
+    scheduler.leave(other)  # as the watch whose cancel was set does
+    assert other.viewers == 1 and not other.ended and [r for r, _ in scheduler._waiting] == [other, third]
+    scheduler.submit(request(keys, prompt="three"), session="me")  # the same again: still one place
+    assert third.viewers == 1 and scheduler.counts() == (0, 2)
+    with pytest.raises(Busy):
+        scheduler.submit(request(keys, prompt="four"))  # no session, no place to give up: the line is full
+
+
+def test_finished_races_survive_a_restart_and_replay_labelled_with_when_and_where(pair, tmp_path, monkeypatch):
+    import render
+    from spec.serving import recording as recording_module, scheduler as scheduler_module, store as store_module
+
+    registry, keys = pair
+    kept = tmp_path / "recordings"
+    scheduler = Scheduler(registry, store=RecordingStore(directory=kept))
+    examples = [request(keys, prompt=prompt) for prompt in ("one", "two", "three")]
+    ran = [views(scheduler, *scheduler.submit(example))[-1] for example in examples]
+    assert len(list(kept.glob("*.json.gz"))) == 3
+    restarted = Scheduler(ModelRegistry(), store=RecordingStore(directory=kept), start=False)  # no model loaded, no worker
+    assert restarted.preheat(examples) == 0, "kept races from this CPU are not raced again"
+    for example, before in zip(examples, ran):
+        replay, how = restarted.submit(example)
+        assert how == REPLAY, "a restarted server replays from the first click"
+        seen = views(restarted, replay, how)[-1]
+        assert [f.token_ids for f in replay.frames] == [f.token_ids for f in before.recording.frames]
+        assert seen.speculative.pieces == before.speculative.pieces and seen.verdict == before.verdict
+    label = render.replay_label(seen)
+    assert label.startswith("replay of a race run on this server at") and label.endswith(f"on its {recording_module.cpu_name()}")
+    assert render.numbers(seen)["ran_on"] == recording_module.cpu_name()
+    # Restarted on other hardware: still replayed at once, labelled with the CPU it ran on, and raced again here.
+    monkeypatch.setattr(recording_module, "cpu_name", lambda: "AMD EPYC 7R13 Processor")
+    monkeypatch.setattr(render, "cpu_name", lambda: "AMD EPYC 7R13 Processor")
+    monkeypatch.setattr(scheduler_module, "cpu_name", lambda: "AMD EPYC 7R13 Processor")
+    moved = Scheduler(ModelRegistry(), store=RecordingStore(directory=kept), start=False)
+    assert moved.preheat(examples) == 3
+    replay, how = moved.submit(examples[0])
+    assert how == REPLAY and "on another server" in render.replay_label(views(moved, replay, how)[-1])
+    assert "(this one: AMD EPYC 7R13 Processor)" in render.replay_label(views(moved, replay, how)[-1])
+    # Bounded on disk as in memory: the least recently watched go first; a file it cannot read is dropped.
+    (kept / "0000.json.gz").write_bytes(b"not gzip")
+    small = RecordingStore(max_races=2, directory=kept)
+    assert len(small) == 2 and len(list(kept.glob("*.json.gz"))) == 2
+    assert small.peek(examples[0].key) is not None and small.peek(examples[1].key) is None, "the first was watched last"
+    assert store_module.RecordingStore(directory=tmp_path / "none").nbytes == 0

@@ -14,10 +14,13 @@ frames in the order they are shown.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import platform
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE
 from spec.decoding.metrics import Stats
@@ -47,6 +50,18 @@ class Frame:
 _ids = itertools.count(1)
 
 
+@functools.lru_cache(maxsize=1)
+def cpu_name() -> str:
+    """This server's CPU as the system names it ("Intel(R) Xeon(R) Platinum 8480+"): what a replay is labelled with."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "an unknown CPU"
+
+
 @dataclass(eq=False)
 class Recording:
     """Everything a race produced, growing while it runs; read by its viewers under `changed`."""
@@ -63,6 +78,7 @@ class Recording:
     created: float = field(default_factory=time.time)  # when it was asked for
     started: float | None = None  # wall-clock time (time.time) when it began racing: "run at 14:02"
     seconds: float | None = None  # wall-clock seconds from the first step to the verdict, once it ended
+    machine: str = field(default_factory=lambda: cpu_name())  # the CPU it ran on (a replay kept on disk may come from another)
     viewers: int = 0  # visitors watching it now
     cancel: threading.Event = field(default_factory=threading.Event)
     changed: threading.Condition = field(default_factory=threading.Condition, repr=False)

@@ -5,6 +5,8 @@ A visitor asks for a race (`submit`) and gets a recording to watch (spec.serving
 - **joined**: the same race is running or waiting; the visitor watches it from its start;
 - **live**: a new race, which waits its turn in line (visitors' races before preheating);
 - **busy**: the line is full (`Busy`), said calmly.
+A visitor (a browser session) holds at most one place in the line: asking for another race while
+one waits replaces it there (it leaves the line, or, watched by others too, stays for them).
 The same race means the same pair, prompt and settings (seed included); sampling without a seed is
 never shared. Races run in worker threads, one per slot, that only compute and record: no viewer's
 work happens on them. Preheating races the page's examples before anyone asks, and yields to a
@@ -17,14 +19,15 @@ import logging
 import statistics
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass
 
 from spec.config import GenerationConfig, ModelKey
-from spec.errors import ModelError
+from spec.errors import Cancelled, ModelError
 from spec.models.registry import ModelRegistry
-from spec.serving.race import CANCELLED, Limits, PromptTooLong, Verdict, check_prompt, load_pair, run_race
-from spec.serving.recording import DONE, Recording
+from spec.serving.race import CANCELLED, REPLACED, Limits, PromptTooLong, Verdict, check_prompt, load_pair, run_race
+from spec.serving.recording import DONE, Recording, cpu_name
+from spec.serving.store import RecordingStore
 
 log = logging.getLogger(__name__)
 
@@ -61,36 +64,6 @@ class Busy(Exception):
         self.running, self.waiting = running, waiting
 
 
-class RecordingStore:
-    """Finished races, kept for replay: at most `max_races` and about `max_bytes`, least recently
-    watched dropped first."""
-
-    def __init__(self, max_races: int = 64, max_bytes: int = 64 * 2**20):
-        if max_races < 0 or max_bytes < 0:
-            raise ValueError(f"a store's bounds must be non-negative, got {max_races} races, {max_bytes} bytes")
-        self.max_races, self.max_bytes = max_races, max_bytes
-        self._recordings: OrderedDict[tuple, Recording] = OrderedDict()
-
-    def get(self, key: tuple) -> Recording | None:
-        recording = self._recordings.get(key)
-        if recording is not None:
-            self._recordings.move_to_end(key)
-        return recording
-
-    def put(self, recording: Recording) -> None:
-        self._recordings[recording.key] = recording
-        self._recordings.move_to_end(recording.key)
-        while self._recordings and (len(self._recordings) > self.max_races or self.nbytes > self.max_bytes):
-            self._recordings.popitem(last=False)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(recording.nbytes for recording in self._recordings.values())
-
-    def __len__(self) -> int:
-        return len(self._recordings)
-
-
 class Scheduler:
     """The line of races on one server, the threads that run them, and the finished ones."""
 
@@ -105,6 +78,7 @@ class Scheduler:
         self._waiting: list[tuple[Recording, RaceRequest]] = []  # in order: visitors' races, then preheats
         self._running: dict[Recording, float] = {}  # recording -> time.monotonic() it started
         self._durations: deque[float] = deque(maxlen=20)  # seconds the last races took, start to end
+        self._held: dict[str, tuple[Recording, threading.Event | None]] = {}  # session -> the race it waits for, its watch's cancel
         self._lock = threading.Condition()
         self._workers = [threading.Thread(target=self._work, name=f"race-{i}", daemon=True) for i in range(slots)]
         if start:
@@ -118,32 +92,65 @@ class Scheduler:
 
     # --- Asking for a race -------------------------------------------------------------------
 
-    def submit(self, request: RaceRequest, fresh: bool = False) -> tuple[Recording, str]:
+    def submit(self, request: RaceRequest, fresh: bool = False, session: str | None = None,
+               cancel: threading.Event | None = None) -> tuple[Recording, str]:
         """The recording to watch for `request`, and how (LIVE, JOINED or REPLAY); `fresh` skips
-        the replay (a visitor asked for a live race). Raises Busy when the line is full, and
-        PromptTooLong at once when the target is loaded and the prompt does not fit."""
+        the replay (a visitor asked for a live race). `session` (a browser session) holds one place
+        in line: a race it still waits for is replaced by this one, and that watch's `cancel` set
+        (its viewer sees it stopped). Raises Busy when the line is full, and PromptTooLong at once
+        when the target is loaded and the prompt does not fit."""
         request.config.validate()
         if request.target in self.registry.loaded():
             check_prompt(request.prompt, self.registry.get(request.target), request.config, self.limits)
         key = request.key
         with self._lock:
+            place = self._replace(session, key)
             if key is not None:
+                if not fresh and (recording := self.store.get(key)) is not None:  # at once, even while it is raced again
+                    recording.viewers += 1
+                    return recording, REPLAY
                 for recording in [*self._running, *(r for r, _ in self._waiting)]:
                     if recording.key == key and not recording.cancel.is_set():
                         recording.viewers += 1
                         self._promote(recording)
+                        self._hold(session, recording, cancel)
                         return recording, JOINED
-                if not fresh and (recording := self.store.get(key)) is not None:
-                    recording.viewers += 1
-                    return recording, REPLAY
             watched = sum(1 for r, _ in self._waiting if not r.preheat or r.viewers)
             if watched >= self.max_waiting:
                 raise Busy(len(self._running), watched)
             recording = Recording(key, request, viewers=1)
-            self._waiting.insert(watched, (recording, request))
+            self._waiting.insert(min(place, watched) if place is not None else watched, (recording, request))
+            self._hold(session, recording, cancel)
             self._yield_preheats()
             self._changed()
             return recording, LIVE
+
+    def _replace(self, session: str | None, key: tuple | None) -> int | None:  # with the lock held
+        """Take `session`'s waiting race out of its hands; returns the place in line it gives up
+        (None if it had none): a race only it watched leaves the line, stopped as REPLACED."""
+        held = self._held.pop(session, None) if session is not None else None
+        if held is None:
+            return None
+        recording, cancel = held
+        place = next((i for i, (r, _) in enumerate(self._waiting) if r is recording), None)
+        if place is None:  # running or ended by now: it keeps no place in line
+            return None
+        same = key is not None and recording.key == key  # asked again: it joins it afresh
+        if not same and recording.viewers <= 1 and not recording.preheat:
+            del self._waiting[place]
+            recording.cancel.set()
+            recording.stop(Verdict(None, False, None, None, REPLACED))
+        else:
+            place += 1  # it stays for its other viewers: the new race comes right behind it, not before
+            if cancel is None:  # no watch to end: count its viewer out here
+                recording.viewers = max(0, recording.viewers - 1)
+        if cancel is not None:
+            cancel.set()  # its watch ends (and, leaving, gives back its view of the race)
+        return place
+
+    def _hold(self, session: str | None, recording: Recording, cancel: threading.Event | None) -> None:  # with the lock held
+        if session is not None and recording not in self._running:
+            self._held[session] = (recording, cancel)
 
     def _promote(self, recording: Recording) -> None:  # with the lock held
         """A waiting preheat someone now watches moves up among the visitors' races."""
@@ -155,13 +162,16 @@ class Scheduler:
         self._changed()
 
     def preheat(self, requests: list[RaceRequest]) -> int:
-        """Queue races nobody asked for yet (the page's examples) behind every visitor's; returns
-        how many were queued (those already stored, running or waiting are skipped)."""
+        """Queue races nobody asked for yet (the page's examples) behind every visitor's, in the
+        order given (the page's: the order visitors click them); returns how many were queued.
+        Those running, waiting or kept from a race on this CPU are skipped; one kept from another
+        CPU (a restart on other hardware) is replayed meanwhile and raced again here."""
         queued = 0
+        here = cpu_name()
         with self._lock:
             for request in requests:
                 key = request.key
-                if key is None or self.store.get(key) is not None:
+                if key is None or ((kept := self.store.peek(key)) is not None and kept.machine == here):
                     continue
                 if any(r.key == key for r in [*self._running, *(r for r, _ in self._waiting)]):
                     continue
@@ -228,6 +238,8 @@ class Scheduler:
             self._lock.wait_for(lambda: self._waiting)
             recording, request = self._waiting.pop(0)
             self._running[recording] = time.monotonic()
+            for session in [s for s, (held, _) in self._held.items() if held is recording]:
+                del self._held[session]  # running, it holds no place in line
             self._changed()
             return recording, request
 
@@ -260,6 +272,8 @@ class Scheduler:
             check_prompt(request.prompt, target, request.config, self.limits)
             for update in run_race(request.prompt, target, draft, request.drafter, request.config, cancel, self.limits.max_race_seconds):
                 recording.record(update)
+        except Cancelled:  # a visitor's model stopped loading: nobody watches this race any more
+            recording.stop(Verdict(None, False, None, None, CANCELLED))
         except (PromptTooLong, ValueError, ModelError) as error:
             recording.fail(str(error))
         except MemoryError:
