@@ -24,8 +24,10 @@ import render
 from spec.config import DRAFT_MODEL, F32, HYBRID, PROMPT_LOOKUP, ModelKey
 from spec.errors import ModelError
 from spec.models import hub, library_output
+from spec.models.conversion_cache import models_dir
 from spec.models.embedded import QUICK_REF
 from spec.models.registry import ModelRegistry
+from spec.models.visitors import VisitorModels
 from spec.progress import TerminalProgress
 from spec.serving.examples import EXAMPLES
 from spec.serving.playback import watch
@@ -35,9 +37,10 @@ from spec.serving.audience import Audience, page_url, public_address
 from spec.serving.race import LOADING, MIN_TOKENS_FOR_VERDICT, WAITING, Limits
 from spec.serving.recording import FAILED
 from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
-from spec.serving.scheduler import Busy, RaceRequest, RecordingStore, Scheduler
+from spec.serving.scheduler import Busy, RaceRequest, Scheduler
 from spec.serving.sessions import Sessions
 from spec.serving.settings import ServerSettings
+from spec.serving.store import RecordingStore
 
 log = logging.getLogger("app")
 
@@ -60,10 +63,13 @@ QUICK_PRESET = next((p for p in PRESETS if p.target == QUICK_REF), DEFAULT_PRESE
 # The drafters the page offers, in the order shown; a pair offers those in its Preset.drafters.
 DRAFTER_CHOICES = [("Hybrid", HYBRID), ("Draft model", DRAFT_MODEL), ("Prompt lookup", PROMPT_LOOKUP)]
 
-registry = ModelRegistry(budget_bytes=int(S.memory_budget_gb * 2**30))  # one for every visitor: models load once
+# Visitors' models (a custom pair on a shared server) are weighed and bounded; the operator's never.
+visitor_models = VisitorModels(S.visitor_limits(), protected={ref for p in PRESETS for ref in (p.target, p.draft) if ref})
+registry = ModelRegistry(int(S.memory_budget_gb * 2**30), visitor_models)  # one for every visitor: models load once
 sessions = Sessions()  # each visitor's Stop
 audience = Audience()  # the browser sessions with the page open, for the presenter's room view
-store = RecordingStore(S.stored_races, int(S.stored_mb * 2**20))
+# Finished races are kept beside the models, so that a restarted server replays them from the first click.
+store = RecordingStore(S.stored_races, int(S.stored_mb * 2**20), models_dir() / "recordings")
 scheduler = Scheduler(registry, LIMITS, S.concurrency, S.max_queue, store)  # one computation per distinct race
 _hub: dict[str, bool | None] = {"reachable": None}  # None until the start-up check has answered
 _hub_lock = threading.Lock()  # the page's first load and the preload may both ask: the Hub is asked once
@@ -119,12 +125,14 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
     """The race the visitor asks for, as it was computed (a replay), is being computed (joined) or
     will be once its turn comes (live); yields the page's (status, speed-up, feed, ar stats, spec
     stats, summary, numbers, "race it live")."""
-    with sessions.track(getattr(request, "session_hash", None) or "") as cancel:
+    session = getattr(request, "session_hash", None) or ""
+    with sessions.track(session) as cancel:
         pair = None
         try:
             pair, wanted = _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dynamic_k,
                                     temperature, top_p, seed, max_new_tokens, exact)
-            recording, how = scheduler.submit(wanted, fresh)
+            # One place in line per visitor: a race this session still waits for is replaced by this one.
+            recording, how = scheduler.submit(wanted, fresh, session or None, cancel)
         except Busy as full:
             yield _page(render.busy(full.running, full.waiting))
             return

@@ -17,10 +17,10 @@ from spec.decoding.metrics import Stats
 from spec.serving.audience import short_link
 from spec.serving.playback import View
 from spec.serving.race import (
-    CANCELLED, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, WAITING, Explanation, Lane, Verdict, explain,
+    CANCELLED, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, REPLACED, WAITING, Explanation, Lane, Verdict, explain,
     lane_numbers,
 )
-from spec.serving.recording import ENDED, FAILED
+from spec.serving.recording import ENDED, FAILED, cpu_name
 from spec.serving.scheduler import JOINED, REPLAY
 
 KIND_LABELS = {  # the speculative pane's colours: (legend label, what it means)
@@ -275,13 +275,24 @@ def feed(view: View, first: bool, watch_id: int, max_new_tokens: int) -> str:
 
 
 def replay_label(view: View, now: float | None = None) -> str:
-    """'replay of a race run on this server at 14:02 UTC, 5 min ago', or '' for a live race."""
+    """'replay of a race run on this server at 14:02 UTC, 5 min ago, on its Intel(R) Xeon(R) ...', or
+    '' for a live race; a race kept from a server on another CPU (before a restart) says so."""
     if view.how != REPLAY or view.recording.started is None:
         return ""
-    started = view.recording.started
+    started, machine = view.recording.started, view.recording.machine
     ago = max(0, int(((now or time.time()) - started) // 60))
-    when = time.strftime("%H:%M UTC", time.gmtime(started))
-    return f"replay of a race run on this server at {when}, {'just now' if ago == 0 else f'{ago} min ago'}"
+    when = time.strftime("%H:%M UTC" if ago < 24 * 60 else "%H:%M UTC on %d %b %Y", time.gmtime(started))
+    if ago == 0:
+        since = "just now"
+    elif ago < 90:
+        since = f"{ago} min ago"
+    elif ago < 48 * 60:
+        since = f"{ago // 60} h ago"
+    else:
+        since = f"{ago // (24 * 60)} days ago"
+    if machine == cpu_name():
+        return f"replay of a race run on this server at {when}, {since}, on its {machine}"
+    return f"replay of a race run on another server at {when}, {since}, on {machine} (this one: {cpu_name()})"
 
 
 def _watching(view: View) -> str:
@@ -330,6 +341,7 @@ def numbers(view: View) -> dict:
     k = request.config.num_assistant_tokens if request else 4
     return {
         "how": view.how, "replay_of": replay_label(view) or None, "ran_at": view.recording.started,
+        "ran_on": view.recording.machine,
         "watching": view.watching, "phase": view.phase, "error": view.error,
         "verdict": dataclasses.asdict(view.verdict) if view.verdict else None,
         "explanation": dataclasses.asdict(explain(view.autoregressive.stats, view.speculative.stats, k)),
@@ -349,7 +361,10 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     if view.phase in (WAITING, LOADING) or (nothing_shown and view.phase not in ENDED):  # racing, no step shown yet
         return (_status(view, time_limit), None, None, None, None, None, None, live_button)
     if nothing_shown:  # stopped while it waited or loaded: the last race stays on screen
-        return (status("Stopped before the race began.", "info"), None, None, None, None, None, numbers(view), live_button)
+        replaced = view.verdict is not None and view.verdict.stopped == REPLACED
+        message = ("Replaced by your newer request: each visitor has one race waiting in line." if replaced
+                   else "Stopped before the race began.")
+        return (status(message, "info"), None, None, None, None, None, numbers(view), live_button)
     how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
     ended = view.phase in ENDED

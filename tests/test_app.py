@@ -559,9 +559,11 @@ def test_a_full_line_reads_busy_without_error_styling(served, browser, slow_race
     """One race runs and SPEC_MAX_QUEUE wait; the next visitor is told, calmly, to come back."""
     app = served.app
     c = client(served)
-    # Distinct races (another length each): identical ones would join, taking no place in line.
-    jobs = [c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS - 10 - i), api_name="/race")
-            for i in range(app.S.max_queue + 1)]
+    # Distinct races (another length each): identical ones would join, taking no place in line. One
+    # visitor each: a visitor's second race would replace its first in line, not queue behind it.
+    visitors = [client(served) for _ in range(app.S.max_queue + 1)]
+    jobs = [visitor.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS - 10 - i), api_name="/race")
+            for i, visitor in enumerate(visitors)]
     page = browser.new_page()
     try:
         wait_for(lambda: app.scheduler.counts() == (1, app.S.max_queue), 30, "the line to fill")
@@ -580,6 +582,8 @@ def test_a_full_line_reads_busy_without_error_styling(served, browser, slow_race
         page.close()
         for job in jobs:
             job.cancel()
+        for visitor in visitors:
+            visitor.predict(api_name="/stop")
         stop_everything(served, c)
 
 
@@ -630,7 +634,7 @@ def test_the_api_accepts_every_drafter_the_page_offers(served, monkeypatch):
     app = served.app
     asked = []
 
-    def submit(request, fresh=False):  # stands in for the scheduler: no model loads
+    def submit(request, fresh=False, *session):  # stands in for the scheduler: no model loads
         asked.append((request.target.ref, request.draft.ref if request.draft else None, request.drafter))
         raise Busy(0, 0)
 
