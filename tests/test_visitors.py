@@ -222,3 +222,17 @@ def test_a_download_nobody_waits_for_stops(test_hub, fresh_models_dir, caplog):
     assert not loading.is_alive() and isinstance(outcome.get("error"), Cancelled)
     assert _bytes_under(Path(constants.HF_HUB_CACHE)) < 50 * 10**6, "it stopped long before the end"
     assert not [r for r in caplog.records if r.exc_info]
+
+
+def test_with_the_hub_out_of_reach_a_cached_model_is_weighed_as_cached_and_another_gets_a_sentence(
+        test_hub, fresh_models_dir, monkeypatch):
+    from spec.models import hub
+
+    visitors = VisitorModels(SMALL)
+    first = resolve_model(TARGET, "fp32", hub_only=True, visitors=visitors).path
+    monkeypatch.setattr(hub, "REQUEST_TIMEOUT_SECONDS", 0.5)
+    for repo in (TARGET, DRAFT):
+        test_hub.stall(repo, None)  # the repos' info never comes
+    assert resolve_model(TARGET, "fp32", hub_only=True, visitors=visitors).path == first
+    with pytest.raises(ModelError, match=f"Could not reach the Hub at {test_hub.url} to download {DRAFT}, and it is not cached"):
+        resolve_model(DRAFT, "fp32", hub_only=True, visitors=visitors)

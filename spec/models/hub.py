@@ -73,16 +73,24 @@ class RepoFiles:
 
 def files(repo_id: str) -> RepoFiles:
     """Ask the Hub for `repo_id`'s files and their sizes (and its safetensors parameter count):
-    one request, nothing downloaded. Offline, the cached snapshot's files are weighed instead.
+    one request, nothing downloaded. Offline, or with the Hub out of reach, the cached snapshot's
+    files are weighed instead (the download then uses that snapshot too).
     Raises ModelError with the same sentences as `download`."""
+    import httpx
     from huggingface_hub import HfApi, constants, snapshot_download
+
+    def cached() -> RepoFiles:
+        snapshot = Path(snapshot_download(repo_id, local_files_only=True))
+        return RepoFiles({p.name: p.stat().st_size for p in snapshot.iterdir() if p.is_file()}, None)
 
     _bound_request_timeouts()
     with _sentences(repo_id, "asking about"):
         if constants.is_offline_mode():
-            snapshot = Path(snapshot_download(repo_id, local_files_only=True))
-            return RepoFiles({p.name: p.stat().st_size for p in snapshot.iterdir() if p.is_file()}, None)
-        info = HfApi().model_info(repo_id, files_metadata=True, timeout=REQUEST_TIMEOUT_SECONDS)
+            return cached()
+        try:
+            info = HfApi().model_info(repo_id, files_metadata=True, timeout=REQUEST_TIMEOUT_SECONDS)
+        except (httpx.ConnectError, httpx.TimeoutException):  # the Hub out of reach: a cached copy is weighed, as it is used
+            return cached()
         sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or () if "/" not in s.rfilename}
         parameters = getattr(info.safetensors, "parameters", None) or None
         return RepoFiles(sizes, dict(parameters) if parameters else None)
