@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig, ModelKey
@@ -167,11 +168,12 @@ def test_one_conversion_at_a_time_the_next_says_it_waits_and_stops_when_nobody_d
     second_stop.set()  # its visitor left while it waited
     second.join(5)
     assert isinstance(outcomes.get("second"), Cancelled)
-    children = {p.pid for p in __import__("psutil").Process().children()}
+    sleepers = [p for p in psutil.Process().children() if "time.sleep(60)" in " ".join(p.cmdline())]
+    assert len(sleepers) == 1, "one child converts; the second never started one"
     first_stop.set()  # nobody waits for the running one either: its child is killed
     first.join(5)
     assert isinstance(outcomes.get("first"), Cancelled) and not first.is_alive()
-    assert not children & {p.pid for p in __import__("psutil").Process().children()}, "the child is gone"
+    assert not sleepers[0].is_running(), "the child is gone"
 
 
 def test_visitors_models_stay_within_their_disk_and_the_least_recently_used_goes_first(test_hub, repo_folders, fresh_models_dir):

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from spec.config import AUTOREGRESSIVE, SPECULATIVE
+from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
 from spec.serving.race import DONE, LOADING, RACING, STOPPED, WAITING, Lane, RaceUpdate, Verdict
 
@@ -47,6 +47,28 @@ class Frame:
         return 400 + 8 * len(self.stats.accepted_histogram) + sum(60 + len(text) for text, _ in self.pieces) + 36 * len(self.token_ids)
 
 
+@dataclass(frozen=True)
+class RaceRequest:
+    """Everything that decides what a race computes."""
+
+    prompt: str
+    target: ModelKey
+    draft: ModelKey | None
+    drafter: str
+    config: GenerationConfig
+
+    @property
+    def key(self) -> tuple | None:
+        """Equal for requests that compute the same race; None when it cannot be shared (sampled
+        without a seed: two such races rightly differ)."""
+        config = self.config
+        if config.greedy:  # greedy ignores the seed and the sampling filters: the same race whatever they say
+            config = dataclasses.replace(config, seed=None, top_k=0, top_p=1.0)
+        elif config.seed is None:
+            return None
+        return (self.prompt, self.target, self.draft, self.drafter, dataclasses.astuple(config))
+
+
 _ids = itertools.count(1)
 
 
@@ -67,7 +89,7 @@ class Recording:
     """Everything a race produced, growing while it runs; read by its viewers under `changed`."""
 
     key: tuple | None  # what makes two requests the same race (None: never shared, e.g. sampled without a seed)
-    request: object = field(default=None, repr=False)  # the RaceRequest it computes (spec.serving.scheduler)
+    request: RaceRequest | None = field(default=None, repr=False)  # what it computes
     preheat: bool = False  # raced before anyone asked (the page's examples); yields to visitors' races
     id: int = field(default_factory=lambda: next(_ids))
     phase: str = WAITING  # WAITING, LOADING, RACING, then DONE, STOPPED or FAILED

@@ -14,46 +14,21 @@ visitor's race: a preheat nobody watches is stopped and queued again behind it.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import statistics
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 
-from spec.config import GenerationConfig, ModelKey
 from spec.errors import Cancelled, ModelError
 from spec.models.registry import ModelRegistry
 from spec.serving.race import CANCELLED, REPLACED, Limits, PromptTooLong, Verdict, check_prompt, load_pair, run_race
-from spec.serving.recording import DONE, Recording, cpu_name
+from spec.serving.recording import DONE, RaceRequest, Recording, cpu_name
 from spec.serving.store import RecordingStore
 
 log = logging.getLogger(__name__)
 
 LIVE, JOINED, REPLAY = "live", "joined", "replay"  # how a visitor sees a race
-
-
-@dataclass(frozen=True)
-class RaceRequest:
-    """Everything that decides what a race computes."""
-
-    prompt: str
-    target: ModelKey
-    draft: ModelKey | None
-    drafter: str
-    config: GenerationConfig
-
-    @property
-    def key(self) -> tuple | None:
-        """Equal for requests that compute the same race; None when it cannot be shared (sampled
-        without a seed: two such races rightly differ)."""
-        config = self.config
-        if config.greedy:  # greedy ignores the seed and the sampling filters: the same race whatever they say
-            config = dataclasses.replace(config, seed=None, top_k=0, top_p=1.0)
-        elif config.seed is None:
-            return None
-        return (self.prompt, self.target, self.draft, self.drafter, dataclasses.astuple(config))
 
 
 class Busy(Exception):

@@ -19,7 +19,7 @@ from pathlib import Path
 from spec.config import GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
 from spec.serving.race import DONE, Verdict
-from spec.serving.recording import Frame, Recording
+from spec.serving.recording import Frame, RaceRequest, Recording
 
 log = logging.getLogger(__name__)
 
@@ -133,8 +133,6 @@ def to_json(recording: Recording) -> dict:
 
 def from_json(data: dict) -> Recording:
     """A finished race from what `to_json` kept; ValueError (or KeyError, TypeError) if it cannot be."""
-    from spec.serving.scheduler import RaceRequest  # the scheduler keeps its store: imported when a file is read
-
     if data.get("format") != FORMAT:
         raise ValueError(f"format {data.get('format')!r}, not {FORMAT}")
     asked = data["request"]
