@@ -290,8 +290,11 @@ def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
     third, _ = scheduler.submit(request(keys, prompt="three"), session="me")
     scheduler.leave(other)  # as the watch whose cancel was set does
     assert other.viewers == 1 and not other.ended and [r for r, _ in scheduler._waiting] == [other, third]
-    scheduler.submit(request(keys, prompt="three"), session="me")  # the same again: still one place
-    assert third.viewers == 1 and scheduler.counts() == (0, 2)
+    again, how = scheduler.submit(request(keys, prompt="three"), session="me")  # the same again: still one place
+    assert (again, how) == (third, JOINED) and third.viewers == 2 and scheduler.counts() == (0, 2)
+    replaced, _ = scheduler.submit(request(keys, prompt="five"), session="me")  # both its watches give it up
+    assert third.phase == STOPPED and third.verdict.stopped == REPLACED and scheduler.counts() == (0, 2)
+    assert [r for r, _ in scheduler._waiting] == [other, replaced]
     with pytest.raises(Busy):
         scheduler.submit(request(keys, prompt="four"))  # no session, no place to give up: the line is full
 

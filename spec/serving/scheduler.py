@@ -53,7 +53,7 @@ class Scheduler:
         self._waiting: list[tuple[Recording, RaceRequest]] = []  # in order: visitors' races, then preheats
         self._running: dict[Recording, float] = {}  # recording -> time.monotonic() it started
         self._durations: deque[float] = deque(maxlen=20)  # seconds the last races took, start to end
-        self._held: dict[str, tuple[Recording, threading.Event | None]] = {}  # session -> the race it waits for, its watch's cancel
+        self._held: dict[str, tuple[Recording, list[threading.Event | None]]] = {}  # session -> the race it waits for, its watches' cancels
         self._lock = threading.Condition()
         self._workers = [threading.Thread(target=self._work, name=f"race-{i}", daemon=True) for i in range(slots)]
         if start:
@@ -101,31 +101,40 @@ class Scheduler:
             return recording, LIVE
 
     def _replace(self, session: str | None, key: tuple | None) -> int | None:  # with the lock held
-        """Take `session`'s waiting race out of its hands; returns the place in line it gives up
-        (None if it had none): a race only it watched leaves the line, stopped as REPLACED."""
-        held = self._held.pop(session, None) if session is not None else None
+        """Take `session`'s waiting race out of its hands, unless it asks for that same race again;
+        returns the place in line it gives up (None if none): a race only it watched leaves the
+        line, stopped as REPLACED, and its watches end."""
+        held = self._held.get(session) if session is not None else None
         if held is None:
             return None
-        recording, cancel = held
+        recording, cancels = held
         place = next((i for i, (r, _) in enumerate(self._waiting) if r is recording), None)
+        if place is not None and key is not None and recording.key == key:
+            return None  # the same race again: it joins it, taking no other place
+        del self._held[session]
         if place is None:  # running or ended by now: it keeps no place in line
             return None
-        same = key is not None and recording.key == key  # asked again: it joins it afresh
-        if not same and recording.viewers <= 1 and not recording.preheat:
+        if recording.viewers <= len(cancels) and not recording.preheat:
             del self._waiting[place]
             recording.cancel.set()
             recording.stop(Verdict(None, False, None, None, REPLACED))
         else:
             place += 1  # it stays for its other viewers: the new race comes right behind it, not before
-            if cancel is None:  # no watch to end: count its viewer out here
-                recording.viewers = max(0, recording.viewers - 1)
-        if cancel is not None:
-            cancel.set()  # its watch ends (and, leaving, gives back its view of the race)
+            # A watch with no cancel event to end is counted out here; the others leave as they end.
+            recording.viewers = max(0, recording.viewers - sum(1 for cancel in cancels if cancel is None))
+        for cancel in cancels:
+            if cancel is not None:
+                cancel.set()  # its watch ends (and, leaving, gives back its view of the race)
         return place
 
     def _hold(self, session: str | None, recording: Recording, cancel: threading.Event | None) -> None:  # with the lock held
-        if session is not None and recording not in self._running:
-            self._held[session] = (recording, cancel)
+        if session is None or recording in self._running:
+            return
+        held = self._held.get(session)
+        if held is not None and held[0] is recording:
+            held[1].append(cancel)  # the same race watched again from this session
+        else:
+            self._held[session] = (recording, [cancel])
 
     def _promote(self, recording: Recording) -> None:  # with the lock held
         """A waiting preheat someone now watches moves up among the visitors' races."""
