@@ -14,7 +14,7 @@ class FakeModel:
 def test_two_threads_asking_for_one_model_load_it_once(monkeypatch):
     loads = []
 
-    def slow_load(key, progress, *rest):
+    def slow_load(key, progress, *rest, **settings):
         loads.append(key.ref)
         time.sleep(0.3)  # long enough for the second thread to arrive while the first loads
         return FakeModel(key.ref, 1)
@@ -35,7 +35,7 @@ def test_two_threads_asking_for_one_model_load_it_once(monkeypatch):
 
 
 def test_least_recently_used_models_go_beyond_the_budget(monkeypatch):
-    monkeypatch.setattr(registry_module, "load_model", lambda key, *rest: FakeModel(key.ref, 40))
+    monkeypatch.setattr(registry_module, "load_model", lambda key, *rest, **settings: FakeModel(key.ref, 40))
     registry = registry_module.ModelRegistry(budget_bytes=100)
     for ref in ("a/one", "a/two"):
         registry.get(ModelKey(ref))
@@ -45,7 +45,7 @@ def test_least_recently_used_models_go_beyond_the_budget(monkeypatch):
 
 
 def test_a_pair_over_the_budget_keeps_both_halves(monkeypatch):
-    monkeypatch.setattr(registry_module, "load_model", lambda key, *rest: FakeModel(key.ref, 80))
+    monkeypatch.setattr(registry_module, "load_model", lambda key, *rest, **settings: FakeModel(key.ref, 80))
     registry = registry_module.ModelRegistry(budget_bytes=100)
     registry.get(ModelKey("a/old"))
     registry.get(ModelKey("a/target"))
@@ -56,7 +56,7 @@ def test_a_pair_over_the_budget_keeps_both_halves(monkeypatch):
 def test_everyone_waiting_for_a_load_sees_its_progress(monkeypatch):
     started, release = threading.Event(), threading.Event()
 
-    def slow_load(key, progress, *rest):
+    def slow_load(key, progress, *rest, **settings):
         progress("Exporting x — about 2 min left", None)
         started.set()
         release.wait(5)
