@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default: embedded:Qwen2.5-Coder-0.5B-Instruct for the default target, {SELF_INT4} for SmolLM2, none "
                         "otherwise; prompt lookup always runs)")
     parser.add_argument("--draft-weight-format", choices=("int8", "int4", "fp32"), help="compression of converted drafts "
-                        "(default: --weight-format)")
+                        "(default: as the page's pairs compress that draft, else --weight-format)")
     parser.add_argument("--draft-vocabulary", type=int, default=DRAFT_VOCABULARY, help="tokens a draft's head scores, the "
                         f"most frequent first (default {DRAFT_VOCABULARY}; 0: the whole vocabulary)")
     parser.add_argument("--prompts", nargs="+", help="prompt-set JSON files, kind open or grounded, or humaneval[:FIRST-LAST] "
@@ -141,7 +141,7 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
                     raise ValueError(f"{SELF_INT4} needs a target that the engine converts itself, but {target_ref} is a ready IR")
                 drafts.append(Draft(SELF_INT4, str(resolved.path), "the target itself with INT4 weights (as deep as the target, so it costs about as much per token)"))
             else:
-                resolved = resolve_model(ref, args.draft_weight_format or args.weight_format, report)
+                resolved = resolve_model(ref, args.draft_weight_format or _page_weight_format(ref) or args.weight_format, report)
                 same = _same_tokenizer(target.path, resolved.path)
                 head = f", its head scoring the {vocabulary:,} most frequent tokens" if vocabulary and same else ""
                 drafts.append(Draft(_short(ref), str(resolved.path), f"{ref} ({resolved.weight_format}{head})"
@@ -213,6 +213,13 @@ def _available_peers() -> list[tuple[str, str | None]]:
             found = False
         out.append((peer, None if found else f"{module} is not installed (./run.sh bench installs it, or pip install -r requirements-bench.txt)"))
     return out
+
+
+def _page_weight_format(draft: str) -> str | None:
+    """How the page's pairs compress `draft`, when one of them drafts with it."""
+    from spec.serving.presets import PRESETS
+
+    return next((p.draft_weight_format for p in PRESETS if p.draft == draft and p.draft_weight_format), None)
 
 
 def _short(ref: str) -> str:

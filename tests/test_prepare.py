@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from spec.cli import main
-from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT8, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT4, INT8, ModelKey
 from spec.errors import ModelError
 from spec.models import conversion_cache, export, library_output
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
@@ -40,7 +40,7 @@ def _never_asked() -> bool:
 
 def test_by_default_the_offline_pairs_are_prepared_as_the_space_loads_them():
     offline = plan([], offline=True, hub_reachable=_never_asked)
-    assert offline.keys == (ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION), ModelKey(DRAFT_REF, INT8, DEFAULT_PRECISION, vocabulary=DRAFT_VOCABULARY),
+    assert offline.keys == (ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION), ModelKey(DRAFT_REF, INT4, DEFAULT_PRECISION, vocabulary=DRAFT_VOCABULARY),
                             ModelKey(QUICK_REF, INT8, DEFAULT_PRECISION))
     assert len(offline.skipped) == 1 and "--offline" in offline.skipped[0]
     assert all(ref in offline.skipped[0] for ref in HUB_REFS)
@@ -74,7 +74,7 @@ def test_the_dockerfiles_command_prepares_the_offline_pairs_without_asking_the_h
     monkeypatch.setattr(spec.models.registry, "load_model", lambda key, progress: loaded.append(key))
     monkeypatch.setattr(hub, "reachable", _never_asked)
     assert main(shlex.split(command)[3:]) == 0
-    assert loaded == [ModelKey(DEFAULT_REF), ModelKey(DRAFT_REF, vocabulary=DRAFT_VOCABULARY), ModelKey(QUICK_REF)]
+    assert loaded == [ModelKey(DEFAULT_REF), ModelKey(DRAFT_REF, INT4, vocabulary=DRAFT_VOCABULARY), ModelKey(QUICK_REF)]
     err = capsys.readouterr().err
     assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {DRAFT_REF}, {QUICK_REF}" in err
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFT_VOCABULARY, DRAFTERS, HYBRID, INT8, PROMPT_LOOKUP, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFT_VOCABULARY, DRAFTERS, HYBRID, INT4, INT8, PROMPT_LOOKUP, ModelKey
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
 
 CUSTOM = "Custom pair"
@@ -82,6 +82,7 @@ PRESETS: tuple[Preset, ...] = (
         "whichever is expected to keep more tokens per second: prompt lookup where the answer copies the "
         "prompt (edit, rename, fix code), the draft model where the text is new.",
         needs_hub=False,
+        draft_weight_format=INT4,  # a draft step is mostly reading weights: half the bytes, the same guesses
     ),
     Preset(
         "Qwen2.5-Coder-1.5B + SmolLM2-135M draft (offline, across tokenizers)",
