@@ -34,13 +34,15 @@ from spec.serving.playback import watch
 from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
 from spec.serving import warmup
 from spec.serving.audience import Audience, page_url, public_address
-from spec.serving.race import LOADING, MIN_TOKENS_FOR_VERDICT, WAITING, Limits
-from spec.serving.recording import FAILED
+from spec.serving.limits import Limits
+from spec.serving.phases import Phase
+from spec.serving.recording import RaceRequest
 from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
-from spec.serving.scheduler import Busy, RaceRequest, Scheduler
+from spec.serving.scheduler import Busy, Scheduler
 from spec.serving.sessions import Sessions
 from spec.serving.settings import ServerSettings
 from spec.serving.store import RecordingStore
+from spec.serving.verdict import MIN_TOKENS_FOR_VERDICT
 
 log = logging.getLogger("app")
 
@@ -143,12 +145,12 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
         try:
             watch_id, first = next(_watches), True
             for view in watch(recording, how, scheduler.place, cancel, S.update_seconds):
-                if view.phase == FAILED:
+                if view.phase == Phase.FAILED:
                     view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
                 yield _page(render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
                                            first, watch_id))
-                first = first and view.phase in (WAITING, LOADING)  # the panes reset with the first tokens
-            if view.phase == FAILED:
+                first = first and view.phase in (Phase.WAITING, Phase.LOADING)  # the panes reset with the first tokens
+            if view.phase == Phase.FAILED:
                 raise gr.Error(view.error, print_exception=False)
         finally:
             scheduler.leave(recording)

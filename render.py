@@ -1,27 +1,23 @@
 """The page's HTML: the speed-up and why, the race chart, both panes, their statistics and the
-race's summary, from what spec.serving.race yields.
+race's summary, from what a visitor's view of a race holds (spec.serving.playback).
 
 Model text is always escaped: it never becomes markup.
 """
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
-import time
 
 import segno
 
 from spec.config import AUTOREGRESSIVE, HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
 from spec.decoding.metrics import Stats
 from spec.serving.audience import short_link
-from spec.serving.playback import View
-from spec.serving.race import (
-    CANCELLED, LOADING, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, RACING, REPLACED, WAITING, Explanation, Lane, Verdict, explain,
-    lane_numbers,
-)
-from spec.serving.recording import ENDED, FAILED, cpu_name
-from spec.serving.scheduler import JOINED, REPLAY
+from spec.serving.lanes import Lane
+from spec.serving.numbers import view_numbers
+from spec.serving.phases import Phase, Viewing
+from spec.serving.playback import View, replay_label
+from spec.serving.verdict import CANCELLED, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, REPLACED, Explanation, Verdict, explain
 
 KIND_LABELS = {  # the speculative pane's colours: (legend label, what it means)
     "accepted": ("accepted draft", "a token the draft model proposed and the target kept"),
@@ -261,7 +257,7 @@ def feed(view: View, first: bool, watch_id: int, max_new_tokens: int) -> str:
     """What the browser adds to the panes and the chart: this view's new tokens and points; on a
     watch's first view, a reset; at the end, every token again (an update the browser skipped
     cannot leave a pane short)."""
-    ended = view.phase in ENDED
+    ended = view.phase.ended
     lanes = {}
     for mode, lane in ((AUTOREGRESSIVE, view.autoregressive), (SPECULATIVE, view.speculative)):
         frames = view.new.get(mode, [])
@@ -274,45 +270,24 @@ def feed(view: View, first: bool, watch_id: int, max_new_tokens: int) -> str:
     return json.dumps(update, separators=(",", ":"))
 
 
-def replay_label(view: View, now: float | None = None) -> str:
-    """'replay of a race run on this server at 14:02 UTC, 5 min ago, on its Intel(R) Xeon(R) ...', or
-    '' for a live race; a race kept from a server on another CPU (before a restart) says so."""
-    if view.how != REPLAY or view.recording.started is None:
-        return ""
-    started, machine = view.recording.started, view.recording.machine
-    ago = max(0, int(((now or time.time()) - started) // 60))
-    when = time.strftime("%H:%M UTC" if ago < 24 * 60 else "%H:%M UTC on %d %b %Y", time.gmtime(started))
-    if ago == 0:
-        since = "just now"
-    elif ago < 90:
-        since = f"{ago} min ago"
-    elif ago < 48 * 60:
-        since = f"{ago // 60} h ago"
-    else:
-        since = f"{ago // (24 * 60)} days ago"
-    if machine == cpu_name():
-        return f"replay of a race run on this server at {when}, {since}, on its {machine}"
-    return f"replay of a race run on another server at {when}, {since}, on {machine} (this one: {cpu_name()})"
-
-
 def _watching(view: View) -> str:
     return f" · {view.watching} watching" if view.watching > 1 else ""
 
 
 def _status(view: View, time_limit: float | None) -> str:
-    if view.phase == WAITING and not view.ahead:
+    if view.phase == Phase.WAITING and not view.ahead:
         return status(f"⏳ starting…{_watching(view)}", "waiting")  # next in line: no place to report
-    if view.phase == WAITING:
+    if view.phase == Phase.WAITING:
         wait = f", about {_duration(view.wait_seconds)}" if view.wait_seconds else ""
         return status(f"⏳ waiting: {view.ahead} ahead{wait}{_watching(view)}", "waiting")
-    if view.phase == LOADING:
+    if view.phase == Phase.LOADING:
         lines = "".join(f"<br>{html.escape(role)}: {html.escape(message)}" for role, message in view.loading.items())
         return status(f"Loading models (only a pair's first use waits){lines}", "loading")
-    if view.how == REPLAY:
+    if view.how == Viewing.REPLAY:
         label = html.escape(replay_label(view))
         return status(f"▶ {label[:1].upper()}{label[1:]}: shown at its recorded pace{_watching(view)}", "replay")
-    if view.phase == RACING:
-        joined = "Joined a race already under way: shown from its start" if view.how == JOINED else "Racing live…"
+    if view.phase == Phase.RACING:
+        joined = "Joined a race already under way: shown from its start" if view.how == Viewing.JOINED else "Racing live…"
         return status(f"{joined}{_watching(view)}", "racing")
     result = view.verdict
     if result is not None and result.stopped == OUT_OF_TIME:
@@ -327,47 +302,25 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def numbers(view: View) -> dict:
-    """The race as one JSON object (the API's last output): each lane's statistics with the keys of
-    `python -m spec run --json`, the verdict, why, and whether it was live, joined or a replay."""
-    request = view.recording.request
-    lanes = {}
-    for lane in (view.autoregressive, view.speculative):
-        speculative = lane.mode == SPECULATIVE and request is not None
-        lanes[lane.mode] = lane_numbers(
-            lane, request.target.ref if request else None,
-            request.draft.ref if speculative and request.draft else None, request.drafter if speculative else None,
-        )
-    k = request.config.num_assistant_tokens if request else 4
-    return {
-        "how": view.how, "replay_of": replay_label(view) or None, "ran_at": view.recording.started,
-        "ran_on": view.recording.machine,
-        "watching": view.watching, "phase": view.phase, "error": view.error,
-        "verdict": dataclasses.asdict(view.verdict) if view.verdict else None,
-        "explanation": dataclasses.asdict(explain(view.autoregressive.stats, view.speculative.stats, k)),
-        **lanes,
-    }
-
-
 def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exact: bool, time_limit: float | None,
-         first: bool = False, watch_id: int = 0) -> Outputs:
+            first: bool = False, watch_id: int = 0) -> Outputs:
     """What one view of a race changes on the page. While a race waits or loads, the previous race
     stays on screen; a failure says its sentence next to Race."""
-    live_button = view.how == REPLAY  # the "race it live" button shows beside a replay
-    if view.phase == FAILED:
-        return (status(html.escape(view.error or ""), "error"), None, None, None, None, None, numbers(view), live_button)
+    live_button = view.how == Viewing.REPLAY  # the "race it live" button shows beside a replay
+    if view.phase == Phase.FAILED:
+        return (status(html.escape(view.error or ""), "error"), None, None, None, None, None, view_numbers(view), live_button)
     ar, sp = view.autoregressive, view.speculative
     nothing_shown = not ar.trace and not sp.trace
-    if view.phase in (WAITING, LOADING) or (nothing_shown and view.phase not in ENDED):  # racing, no step shown yet
+    if view.phase in (Phase.WAITING, Phase.LOADING) or (nothing_shown and not view.phase.ended):  # racing, no step shown yet
         return (_status(view, time_limit), None, None, None, None, None, None, live_button)
     if nothing_shown:  # stopped while it waited or loaded: the last race stays on screen
         replaced = view.verdict is not None and view.verdict.stopped == REPLACED
         message = ("Replaced by your newer request: each visitor has one race waiting in line." if replaced
                    else "Stopped before the race began.")
-        return (status(message, "info"), None, None, None, None, None, numbers(view), live_button)
+        return (status(message, "info"), None, None, None, None, None, view_numbers(view), live_button)
     how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
-    ended = view.phase in ENDED
+    ended = view.phase.ended
     if not ended:
         message = summary(f"Racing… autoregressive {ar.stats.new_tokens} tokens, speculative {sp.stats.new_tokens} tokens "
                           f"(after {ar.seconds:.2f} s and {sp.seconds:.2f} s of compute).")
@@ -378,7 +331,7 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
                 live_button if first else None)
     return (
         _status(view, time_limit), speedup(ex, view.verdict if ended else None, how), feed(view, first, watch_id, config.max_new_tokens),
-        stats(ar, False), stats(sp, True, config.num_assistant_tokens), message, numbers(view) if ended else None,
+        stats(ar, False), stats(sp, True, config.num_assistant_tokens), message, view_numbers(view) if ended else None,
         live_button,
     )
 

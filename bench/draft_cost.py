@@ -49,7 +49,7 @@ def measure(args: argparse.Namespace):
     from spec.decoding.engine import encode_prompt, generate
     from spec.models.embedded import DEFAULT_REF, DRAFT_REF
     from spec.models.registry import load_model
-    from spec.serving.race import warm_up
+    from spec.serving.loading import warm_up
 
     from bench.run import _machine
 

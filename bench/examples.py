@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     import app  # the page's examples, presets and registry; importing starts no server
     from spec.config import GenerationConfig
-    from spec.serving.race import explain, run_race, warm_up
+    from spec.serving.loading import warm_up
+    from spec.serving.race import run_race
+    from spec.serving.verdict import explain
 
     pair = app.PRESET_BY_LABEL.get(args.preset or app.DEFAULT_PRESET.label)
     if pair is None:

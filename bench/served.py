@@ -54,7 +54,7 @@ class Engine:
 
     def _model(self, ref: str, draft: bool = False):
         from spec.config import ModelKey
-        from spec.serving.race import warm_up
+        from spec.serving.loading import warm_up
 
         page = self.page
         key = (ModelKey(ref, page.draft_weight_format, page.precision, vocabulary=page.draft_vocabulary) if draft

@@ -147,7 +147,7 @@ def _load(keys: list[ModelKey | None], quiet: bool, warm: bool = False) -> list:
     """The models `keys` name (None stays None), loaded with one progress line per phase on stderr;
     `warm`: each runs a first inference, so that no method's clock in a race pays for it."""
     from spec.models.registry import ModelRegistry  # imported late: --help stays fast
-    from spec.serving.race import warm_up
+    from spec.serving.loading import warm_up
 
     progress = None if quiet else TerminalProgress(library_output.terminal(), "[spec] ")
     registry = ModelRegistry()
@@ -194,8 +194,11 @@ def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     """Both methods on one prompt, taking turns by compute time as the page races them; returns
     what --json prints: each lane as `run --json` gives it, the verdict and why."""
     from spec.models.embedded import DEFAULT_REF, DRAFT_REF
+    from spec.serving.limits import Limits, check_prompt
+    from spec.serving.numbers import race_numbers
     from spec.serving.presets import PRESETS, Preset
-    from spec.serving.race import CANCELLED, Limits, check_prompt, explain, lane_numbers, run_race, verdict
+    from spec.serving.race import run_race
+    from spec.serving.verdict import CANCELLED, verdict
 
     drafter = choose_drafter(args)
     target_ref, draft_ref = args.target or DEFAULT_REF, args.draft
@@ -221,13 +224,10 @@ def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     if last is None:
         raise _UsageError("interrupted before the race began")
     result = last.verdict or verdict(last.autoregressive, last.speculative, config, CANCELLED)
-    ar, sp = last.autoregressive, last.speculative
+    loaded_draft = draft.ref if draft else None
     return {
-        "prompt": prompt, "target": target.ref, "draft": draft.ref if draft else None, "drafter": drafter,
-        "verdict": dataclasses.asdict(result),
-        "explanation": dataclasses.asdict(explain(ar.stats, sp.stats, config.num_assistant_tokens)),
-        AUTOREGRESSIVE: lane_numbers(ar, target.ref, None, None),
-        SPECULATIVE: lane_numbers(sp, target.ref, draft.ref if draft else None, drafter),
+        "prompt": prompt, "target": target.ref, "draft": loaded_draft, "drafter": drafter,
+        **race_numbers(last.autoregressive, last.speculative, result, config.num_assistant_tokens, target.ref, loaded_draft, drafter),
     }
 
 

@@ -9,10 +9,12 @@ import pytest
 
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig, ModelKey
 from spec.models.registry import ModelRegistry
+from spec.serving.limits import Limits, PromptTooLong
+from spec.serving.phases import Phase, Viewing
 from spec.serving.playback import watch
-from spec.serving.race import CANCELLED, DONE, RACING, REPLACED, STOPPED, WAITING, Limits, PromptTooLong
-from spec.serving.recording import FAILED, Recording
-from spec.serving.scheduler import JOINED, LIVE, REPLAY, Busy, RaceRequest, RecordingStore, Scheduler
+from spec.serving.recording import Recording
+from spec.serving.scheduler import Busy, RaceRequest, RecordingStore, Scheduler
+from spec.serving.verdict import CANCELLED, REPLACED
 from tests.conftest import models_dir_at
 
 PROMPT = "The quick brown fox"
@@ -43,20 +45,20 @@ def test_the_same_race_is_computed_once_joined_while_it_runs_and_replayed_after(
     scheduler = Scheduler(registry, start=False)  # nothing runs until the requests are in
     first, how_first = scheduler.submit(request(keys))
     second, how_second = scheduler.submit(request(keys))
-    assert (how_first, how_second) == (LIVE, JOINED) and second is first and first.viewers == 2
+    assert (how_first, how_second) == (Viewing.LIVE, Viewing.JOINED) and second is first and first.viewers == 2
     other, how_other = scheduler.submit(request(keys, prompt="Once upon a time"))
-    assert how_other == LIVE and other is not first
+    assert how_other == Viewing.LIVE and other is not first
     scheduler.start()
-    live, joined = views(scheduler, first, LIVE), views(scheduler, first, JOINED)
+    live, joined = views(scheduler, first, Viewing.LIVE), views(scheduler, first, Viewing.JOINED)
     for seen in (live, joined):
-        assert seen[-1].phase == DONE and seen[-1].verdict.identical
+        assert seen[-1].phase == Phase.DONE and seen[-1].verdict.identical
     texts = ["".join(t for t, _ in seen[-1].speculative.pieces) for seen in (live, joined)]
     assert texts[0] == texts[1] and texts[0]
     replay, how = scheduler.submit(request(keys))
-    assert how == REPLAY and replay is first, "a finished race is replayed, not computed again"
+    assert how == Viewing.REPLAY and replay is first, "a finished race is replayed, not computed again"
     fresh, how = scheduler.submit(request(keys), fresh=True)
-    assert how == LIVE and fresh is not first, "'race it live' computes it again"
-    views(scheduler, fresh, LIVE)
+    assert how == Viewing.LIVE and fresh is not first, "'race it live' computes it again"
+    views(scheduler, fresh, Viewing.LIVE)
     assert len(scheduler.store) == 2
 
 
@@ -75,7 +77,7 @@ def test_a_changed_setting_is_a_different_race(pair, change):
     else:
         changed = request(keys, **change)
     scheduler.submit(base)
-    assert scheduler.submit(changed)[1] == LIVE
+    assert scheduler.submit(changed)[1] == Viewing.LIVE
 
 
 def test_greedy_ignores_the_seed_but_sampling_without_one_is_never_shared(pair):
@@ -85,35 +87,38 @@ def test_greedy_ignores_the_seed_but_sampling_without_one_is_never_shared(pair):
     assert request(keys, temperature=0.8).key is None
     scheduler = Scheduler(registry, start=False)
     scheduler.submit(request(keys, temperature=0.8))
-    assert scheduler.submit(request(keys, temperature=0.8))[1] == LIVE
+    assert scheduler.submit(request(keys, temperature=0.8))[1] == Viewing.LIVE
 
 
 def test_a_replay_keeps_the_recorded_pace_and_says_when_it_ran(pair):
     registry, keys = pair
     scheduler = Scheduler(registry)
     recording, _ = scheduler.submit(request(keys, max_new_tokens=40))
-    views(scheduler, recording, LIVE)
+    views(scheduler, recording, Viewing.LIVE)
     span = recording.frames[-1].at
     replay, how = scheduler.submit(request(keys, max_new_tokens=40))
     started = time.monotonic()
     seen = views(scheduler, replay, how)
     assert time.monotonic() - started >= span * 0.9, "a replay is shown at its recorded pace, not at once"
-    assert how == REPLAY and all(view.how == REPLAY for view in seen)
+    assert how == Viewing.REPLAY and all(view.how == Viewing.REPLAY for view in seen)
 
     import render
+    from spec.serving.numbers import view_numbers
 
     config = request(keys).config
     status = render.outputs(seen[-1], config, DRAFT_MODEL, True, None)[0]
     assert "Replay of a race run on this server at" in status and "UTC" in status
-    numbers = render.numbers(seen[-1])
-    assert numbers["how"] == REPLAY and numbers["replay_of"].startswith("replay of a race run on this server at")
+    numbers = view_numbers(seen[-1])
+    assert numbers["how"] == Viewing.REPLAY and numbers["replay_of"].startswith("replay of a race run on this server at")
     assert numbers["speculative"]["text"] == numbers["autoregressive"]["text"]
 
 
 def _race_by_hand(recording: Recording, steps: int, pause: float) -> None:
     """Record a race of `steps` steps a lane, one step every `pause` seconds, as the scheduler would."""
     from spec.decoding.metrics import Stats
-    from spec.serving.race import Lane, RaceUpdate, Verdict
+    from spec.serving.lanes import Lane
+    from spec.serving.race import RaceUpdate
+    from spec.serving.verdict import Verdict
 
     lanes = [Lane("autoregressive", iter(())), Lane("speculative", iter(()))]
     for n in range(1, steps + 1):
@@ -122,14 +127,16 @@ def _race_by_hand(recording: Recording, steps: int, pause: float) -> None:
             lane.token_ids.append(n)
             lane.stats = Stats(new_tokens=n, seconds=n * pause, ttft_seconds=pause)
             lane.trace.append((lane.stats.seconds, n))
-            recording.record(RaceUpdate(RACING, *lanes))
+            recording.record(RaceUpdate(Phase.RACING, *lanes))
         time.sleep(pause)
-    recording.record(RaceUpdate(DONE, *lanes, verdict=Verdict(1.0, False, True, None, None)))
+    recording.record(RaceUpdate(Phase.DONE, *lanes, verdict=Verdict(1.0, False, True, None, None)))
 
 
 def test_lanes_computed_in_turns_are_recorded_as_if_they_took_steps_in_turn():
     from spec.decoding.metrics import Stats
-    from spec.serving.race import Lane, RaceUpdate, Verdict
+    from spec.serving.lanes import Lane
+    from spec.serving.race import RaceUpdate
+    from spec.serving.verdict import Verdict
 
     recording = Recording(("turns",))
     ar, sp = Lane("autoregressive", iter(())), Lane("speculative", iter(()))
@@ -140,7 +147,7 @@ def test_lanes_computed_in_turns_are_recorded_as_if_they_took_steps_in_turn():
         lane.stats = Stats(new_tokens=len(lane.token_ids), seconds=seconds)
         lane.trace.append((seconds, lane.stats.new_tokens))
         lane.finished = last
-        recording.record(RaceUpdate(RACING, ar, sp))
+        recording.record(RaceUpdate(Phase.RACING, ar, sp))
 
     for seconds in (0.1, 0.2, 0.3, 0.4, 0.5):  # autoregressive's turn, finishing it
         step(ar, seconds, last=seconds == 0.5)
@@ -149,7 +156,7 @@ def test_lanes_computed_in_turns_are_recorded_as_if_they_took_steps_in_turn():
     assert [(f.lane[0], f.at) for f in recording.frames] == [("a", 0.2), ("a", 0.4), ("s", 0.5)]
     step(sp, 0.5)
     step(sp, 0.75)  # speculative alone now: shown at its own pace after autoregressive's 0.5 s
-    recording.record(RaceUpdate(DONE, ar, sp, verdict=Verdict(1.0, False, True, None, None)))
+    recording.record(RaceUpdate(Phase.DONE, ar, sp, verdict=Verdict(1.0, False, True, None, None)))
     shown = [(f.lane[0], round(f.at, 6)) for f in recording.frames]
     assert shown == [("a", 0.2), ("a", 0.4), ("s", 0.5), ("a", 0.6), ("a", 0.8), ("a", 1.0), ("s", 1.0), ("s", 1.25)]
     assert "".join(text for f in recording.frames if f.lane == "speculative" for text, _ in f.pieces) == "s0.25 s0.5 s0.75 "
@@ -160,16 +167,16 @@ def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new():
     racing = threading.Thread(target=_race_by_hand, args=(recording, 150, 0.01))
     racing.start()
     stamps, seen = [], []
-    for view in watch(recording, LIVE, lambda r: (0, None), threading.Event(), interval=0.2):
+    for view in watch(recording, Viewing.LIVE, lambda r: (0, None), threading.Event(), interval=0.2):
         stamps.append(time.monotonic())
         seen.append(view)
     racing.join()
-    during = [s for s, v in zip(stamps, seen) if v.phase == RACING]
+    during = [s for s, v in zip(stamps, seen) if v.phase == Phase.RACING]
     gaps = [b - a for a, b in zip(during, during[1:])]
     assert len(gaps) >= 3 and min(gaps) >= 0.19, gaps
-    detailed = [s for s, v in zip(stamps, seen) if v.phase == RACING and v.details]
+    detailed = [s for s, v in zip(stamps, seen) if v.phase == Phase.RACING and v.details]
     assert all(b - a >= 0.95 for a, b in zip(detailed, detailed[1:])), "the numbers beside the text refresh at most once a second"
-    assert seen[-1].phase == DONE and seen[-1].details
+    assert seen[-1].phase == Phase.DONE and seen[-1].details
     frames = [frame for view in seen for frames in view.new.values() for frame in frames]
     assert len(frames) == len(recording.frames) == 300, "every step shown exactly once"
     assert "".join(text for text, _ in seen[-1].speculative.pieces) == "".join(f"t{n} " for n in range(1, 151))
@@ -178,7 +185,7 @@ def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new():
 def test_the_store_drops_the_least_recently_watched_beyond_its_bounds():
     def finished(key, nbytes):
         recording = Recording(key)
-        recording.nbytes, recording.phase = nbytes, DONE
+        recording.nbytes, recording.phase = nbytes, Phase.DONE
         return recording
 
     store = RecordingStore(max_races=2, max_bytes=1000)
@@ -204,15 +211,15 @@ def test_preheating_yields_to_a_visitor_and_runs_again_after(pair):
     while scheduler.counts()[0] == 0 and time.monotonic() < deadline:
         time.sleep(0.01)
     visitor, how = scheduler.submit(request(keys, prompt="A different question"))
-    assert how == LIVE and scheduler.place(visitor)[0] == 1
-    seen = views(scheduler, visitor, LIVE)
-    assert seen[-1].phase == DONE
+    assert how == Viewing.LIVE and scheduler.place(visitor)[0] == 1
+    seen = views(scheduler, visitor, Viewing.LIVE)
+    assert seen[-1].phase == Phase.DONE
     deadline = time.monotonic() + 60
     while len(scheduler.store) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert scheduler.store.get(examples[0].key) is not None, "the preheat that yielded ran again"
     replay, how = scheduler.submit(examples[1])
-    assert how == REPLAY and views(scheduler, replay, how)[-1].phase == DONE
+    assert how == Viewing.REPLAY and views(scheduler, replay, how)[-1].phase == Phase.DONE
 
 
 def test_a_visitor_who_leaves_stops_a_race_nobody_else_watches(pair):
@@ -224,17 +231,17 @@ def test_a_visitor_who_leaves_stops_a_race_nobody_else_watches(pair):
     scheduler.submit(request(keys, prompt="Once upon a time"))  # a second viewer
     assert scheduler.place(waiting) == (1, None) and scheduler.counts() == (0, 3)
     scheduler.leave(waiting)
-    assert waiting.phase == STOPPED and waiting.verdict.stopped == CANCELLED and scheduler.counts() == (0, 2)
+    assert waiting.phase == Phase.STOPPED and waiting.verdict.stopped == CANCELLED and scheduler.counts() == (0, 2)
     scheduler.leave(shared)
     assert not shared.cancel.is_set(), "another visitor still watches it"
     cancel = threading.Event()
     scheduler.start()
     seen = []
-    for view in watch(blocker, LIVE, scheduler.place, cancel, 0.0):
+    for view in watch(blocker, Viewing.LIVE, scheduler.place, cancel, 0.0):
         seen.append(view)
-        if view.phase == RACING:
+        if view.phase == Phase.RACING:
             cancel.set()  # Stop: this viewer stops watching at once
-    assert seen[-1].phase == STOPPED and seen[-1].verdict.stopped == CANCELLED
+    assert seen[-1].phase == Phase.STOPPED and seen[-1].verdict.stopped == CANCELLED
     scheduler.leave(blocker)
     assert blocker.cancel.is_set(), "nobody watches it any more: the computation stops"
 
@@ -247,13 +254,13 @@ def test_the_line_is_bounded_and_a_waiting_race_knows_its_wait(pair):
     with pytest.raises(Busy) as busy:
         scheduler.submit(request(keys, prompt="three"))
     assert (busy.value.running, busy.value.waiting) == (0, 2)
-    assert scheduler.submit(request(keys, prompt="one"))[1] == JOINED, "joining takes no place in line"
+    assert scheduler.submit(request(keys, prompt="one"))[1] == Viewing.JOINED, "joining takes no place in line"
     scheduler._durations.append(10.0)  # as if one race had been measured
     assert scheduler.place(first) == (0, 0.0)
     ahead, wait = scheduler.place(scheduler._waiting[1][0])
     assert ahead == 1 and wait == pytest.approx(10.0)
-    seen = next(watch(first, LIVE, scheduler.place, threading.Event()))
-    assert seen.phase == WAITING and seen.ahead == 0
+    seen = next(watch(first, Viewing.LIVE, scheduler.place, threading.Event()))
+    assert seen.phase == Phase.WAITING and seen.ahead == 0
 
 
 def test_a_prompt_too_long_is_refused_at_once_and_a_failure_reaches_every_viewer(pair):
@@ -265,7 +272,7 @@ def test_a_prompt_too_long_is_refused_at_once_and_a_failure_reaches_every_viewer
     late = Scheduler(other, Limits(max_prompt_tokens=4))
     recording, how = late.submit(request(keys, prompt="a much longer prompt than four tokens, surely"))
     seen = views(late, recording, how)
-    assert seen[-1].phase == FAILED and "shorten it" in seen[-1].error
+    assert seen[-1].phase == Phase.FAILED and "shorten it" in seen[-1].error
 
 
 def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
@@ -276,11 +283,11 @@ def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
     first, _ = scheduler.submit(request(keys, prompt="one"), session="me", cancel=first_watch)
     second_watch = threading.Event()
     second, how = scheduler.submit(request(keys, prompt="two"), session="me", cancel=second_watch)
-    assert how == LIVE and scheduler.counts() == (0, 2), "the second took the first's place, not another"
+    assert how == Viewing.LIVE and scheduler.counts() == (0, 2), "the second took the first's place, not another"
     assert [r for r, _ in scheduler._waiting] == [other, second]
-    assert first.phase == STOPPED and first.verdict.stopped == REPLACED and first_watch.is_set()
-    seen = views(scheduler, first, LIVE, cancel=first_watch)
-    assert seen[-1].phase == STOPPED and seen[-1].verdict.stopped == REPLACED
+    assert first.phase == Phase.STOPPED and first.verdict.stopped == REPLACED and first_watch.is_set()
+    seen = views(scheduler, first, Viewing.LIVE, cancel=first_watch)
+    assert seen[-1].phase == Phase.STOPPED and seen[-1].verdict.stopped == REPLACED
     import render
 
     assert "Replaced by your newer request" in render.outputs(seen[-1], request(keys).config, DRAFT_MODEL, True, None)[0]
@@ -291,17 +298,19 @@ def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
     scheduler.leave(other)  # as the watch whose cancel was set does
     assert other.viewers == 1 and not other.ended and [r for r, _ in scheduler._waiting] == [other, third]
     again, how = scheduler.submit(request(keys, prompt="three"), session="me")  # the same again: still one place
-    assert (again, how) == (third, JOINED) and third.viewers == 2 and scheduler.counts() == (0, 2)
+    assert (again, how) == (third, Viewing.JOINED) and third.viewers == 2 and scheduler.counts() == (0, 2)
     replaced, _ = scheduler.submit(request(keys, prompt="five"), session="me")  # both its watches give it up
-    assert third.phase == STOPPED and third.verdict.stopped == REPLACED and scheduler.counts() == (0, 2)
+    assert third.phase == Phase.STOPPED and third.verdict.stopped == REPLACED and scheduler.counts() == (0, 2)
     assert [r for r, _ in scheduler._waiting] == [other, replaced]
     with pytest.raises(Busy):
         scheduler.submit(request(keys, prompt="four"))  # no session, no place to give up: the line is full
 
 
 def test_finished_races_survive_a_restart_and_replay_labelled_with_when_and_where(pair, tmp_path, monkeypatch):
-    import render
-    from spec.serving import recording as recording_module, scheduler as scheduler_module, store as store_module
+    from spec.serving import playback as playback_module, recording as recording_module, scheduler as scheduler_module
+    from spec.serving import store as store_module
+    from spec.serving.numbers import view_numbers
+    from spec.serving.playback import replay_label
 
     registry, keys = pair
     kept = tmp_path / "recordings"
@@ -313,22 +322,22 @@ def test_finished_races_survive_a_restart_and_replay_labelled_with_when_and_wher
     assert restarted.preheat(examples) == 0, "kept races from this CPU are not raced again"
     for example, before in zip(examples, ran):
         replay, how = restarted.submit(example)
-        assert how == REPLAY, "a restarted server replays from the first click"
+        assert how == Viewing.REPLAY, "a restarted server replays from the first click"
         seen = views(restarted, replay, how)[-1]
         assert [f.token_ids for f in replay.frames] == [f.token_ids for f in before.recording.frames]
         assert seen.speculative.pieces == before.speculative.pieces and seen.verdict == before.verdict
-    label = render.replay_label(seen)
+    label = replay_label(seen)
     assert label.startswith("replay of a race run on this server at") and label.endswith(f"on its {recording_module.cpu_name()}")
-    assert render.numbers(seen)["ran_on"] == recording_module.cpu_name()
+    assert view_numbers(seen)["ran_on"] == recording_module.cpu_name()
     # Restarted on other hardware: still replayed at once, labelled with the CPU it ran on, and raced again here.
     monkeypatch.setattr(recording_module, "cpu_name", lambda: "AMD EPYC 7R13 Processor")
-    monkeypatch.setattr(render, "cpu_name", lambda: "AMD EPYC 7R13 Processor")
+    monkeypatch.setattr(playback_module, "cpu_name", lambda: "AMD EPYC 7R13 Processor")
     monkeypatch.setattr(scheduler_module, "cpu_name", lambda: "AMD EPYC 7R13 Processor")
     moved = Scheduler(ModelRegistry(), store=RecordingStore(directory=kept), start=False)
     assert moved.preheat(examples) == 3
     replay, how = moved.submit(examples[0])
-    assert how == REPLAY and "on another server" in render.replay_label(views(moved, replay, how)[-1])
-    assert "(this one: AMD EPYC 7R13 Processor)" in render.replay_label(views(moved, replay, how)[-1])
+    assert how == Viewing.REPLAY and "on another server" in replay_label(views(moved, replay, how)[-1])
+    assert "(this one: AMD EPYC 7R13 Processor)" in replay_label(views(moved, replay, how)[-1])
     # Bounded on disk as in memory: the least recently watched go first; a file it cannot read is dropped.
     (kept / "0000.json.gz").write_bytes(b"not gzip")
     small = RecordingStore(max_races=2, directory=kept)

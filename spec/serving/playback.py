@@ -1,4 +1,5 @@
-"""Watching a recording: what one visitor sees of a race, at the race's own pace, a few times a second.
+"""Watching a recording: what one visitor sees of a race, at the race's own pace, a few times a second,
+and what a replay is labelled with.
 
 Every race is shown at its recorded pace (spec.serving.recording times the frames): a joined or
 replayed one from its start, a live one as its steps arrive; a viewer who has seen everything
@@ -14,16 +15,18 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE
-from spec.serving.race import CANCELLED, DONE, RACING, STOPPED, WAITING, Lane, Verdict
-from spec.serving.recording import FAILED, Frame, Recording
+from spec.serving.lanes import Lane
+from spec.serving.phases import Phase, Viewing
+from spec.serving.recording import Frame, Recording, cpu_name
+from spec.serving.verdict import CANCELLED, Verdict
 
 # How often a view may be sent: fast enough to look live, rare enough that rendering it (on a
 # browser that may share the race's cores) stays a small cost.
 DEFAULT_INTERVAL = 0.25
 HEARTBEAT = 1.0
 # A race still running is shown this far behind its newest step: the lanes compute in turns, so
-# steps become showable in bursts about half a second apart, and a viewer right at the edge would
-# stop and start with them.
+# steps become showable in bursts a turn apart (spec.serving.race.TURN_SECONDS), and a viewer
+# right at the edge would stop and start with them.
 LIVE_LAG = 0.6
 # The numbers beside the text (statistics, speed-up, histogram) change slowly and cost a browser
 # more to redraw than a few appended tokens: they are refreshed at most this often while racing.
@@ -34,8 +37,8 @@ DETAILS_INTERVAL = 1.0
 class View:
     """The race as one viewer sees it now, and what changed since the viewer's previous View."""
 
-    phase: str  # WAITING, LOADING, RACING, DONE, STOPPED or FAILED
-    how: str  # LIVE, JOINED or REPLAY
+    phase: Phase
+    how: Viewing
     recording: Recording
     autoregressive: Lane
     speculative: Lane
@@ -62,7 +65,7 @@ def _show(lane: Lane, frame: Frame) -> None:
 
 
 def watch(
-    recording: Recording, how: str, place: Callable[[Recording], tuple[int, float | None]],
+    recording: Recording, how: Viewing, place: Callable[[Recording], tuple[int, float | None]],
     cancel: threading.Event, interval: float = DEFAULT_INTERVAL,
 ) -> Iterator[View]:
     """Views of `recording` until it ends (or `cancel` is set: the view then ends STOPPED).
@@ -95,11 +98,11 @@ def watch(
         if ended or stopping:
             if stopping:
                 verdict = Verdict(verdict.speedup if verdict else None, False, None, None, CANCELLED)
-                phase = STOPPED
+                phase = Phase.STOPPED
             yield View(phase, how, recording, lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], new, verdict, error, watching=watching)
             return
-        shown_phase = RACING if phase in (DONE, STOPPED, FAILED) else phase  # its last steps still to show
-        ahead, wait = place(recording) if phase == WAITING else (None, None)
+        shown_phase = Phase.RACING if phase.ended else phase  # its last steps still to show
+        ahead, wait = place(recording) if phase == Phase.WAITING else (None, None)
         state = (shown_phase, ahead, watching, tuple(loading.items()), shown)
         # A view at least every HEARTBEAT seconds, changed or not, lets the server notice a visitor who left.
         if state != last_state or time.monotonic() - last_sent >= HEARTBEAT:
@@ -119,3 +122,24 @@ def watch(
         with recording.changed:
             if len(recording.frames) == shown and recording.phase == phase and recording.viewers == watching:
                 recording.changed.wait(0.5)
+
+
+def replay_label(view: View, now: float | None = None) -> str:
+    """'replay of a race run on this server at 14:02 UTC, 5 min ago, on its Intel(R) Xeon(R) ...', or
+    '' for a live race; a race kept from a server on another CPU (before a restart) says so."""
+    if view.how != Viewing.REPLAY or view.recording.started is None:
+        return ""
+    started, machine = view.recording.started, view.recording.machine
+    ago = max(0, int(((now or time.time()) - started) // 60))
+    when = time.strftime("%H:%M UTC" if ago < 24 * 60 else "%H:%M UTC on %d %b %Y", time.gmtime(started))
+    if ago == 0:
+        since = "just now"
+    elif ago < 90:
+        since = f"{ago} min ago"
+    elif ago < 48 * 60:
+        since = f"{ago // 60} h ago"
+    else:
+        since = f"{ago // (24 * 60)} days ago"
+    if machine == cpu_name():
+        return f"replay of a race run on this server at {when}, {since}, on its {machine}"
+    return f"replay of a race run on another server at {when}, {since}, on {machine} (this one: {cpu_name()})"

@@ -4,12 +4,11 @@ The race writes it as it computes (spec.serving.scheduler); any number of visito
 (spec.serving.playback), live, joined part-way or replayed later. Writing a frame is a few list
 appends: the race never waits on a viewer, and many viewers of one race cost one computation.
 
-The lanes compute in turns of half a second (spec.serving.race.TURN_SECONDS), but a frame is
-timed as if they had taken turns step by step: a step that ended at `c` seconds of its lane's
-compute time is shown at c + min(c, the other lane's compute time), the moment it would have
-ended had neither lane ever run ahead. So both lanes move together on the page, each at its own
-pace. A frame is written once the other lane has computed as far (or finished), which keeps the
-frames in the order they are shown.
+The lanes compute in turns (spec.serving.race.TURN_SECONDS), but a frame is timed as if they
+had taken turns step by step: a step that ended at `c` seconds of its lane's compute time is shown
+at c + min(c, the other lane's compute time), the moment it would have ended had neither lane ever
+run ahead. So both lanes move together on the page, each at its own pace. A frame is written once
+the other lane has computed as far (or finished), which keeps the frames in the order they are shown.
 """
 from __future__ import annotations
 
@@ -24,10 +23,10 @@ from pathlib import Path
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
-from spec.serving.race import DONE, LOADING, RACING, STOPPED, WAITING, Lane, RaceUpdate, Verdict
-
-FAILED = "failed"  # the race could not run (a sentence in Recording.error); with DONE and STOPPED, an end
-ENDED = (DONE, STOPPED, FAILED)
+from spec.serving.lanes import Lane
+from spec.serving.phases import Phase
+from spec.serving.race import RaceUpdate
+from spec.serving.verdict import Verdict
 
 
 @dataclass(frozen=True)
@@ -92,7 +91,7 @@ class Recording:
     request: RaceRequest | None = field(default=None, repr=False)  # what it computes
     preheat: bool = False  # raced before anyone asked (the page's examples); yields to visitors' races
     id: int = field(default_factory=lambda: next(_ids))
-    phase: str = WAITING  # WAITING, LOADING, RACING, then DONE, STOPPED or FAILED
+    phase: Phase = Phase.WAITING
     frames: list[Frame] = field(default_factory=list)
     loading: dict[str, str] = field(default_factory=dict)  # role -> latest progress message
     verdict: Verdict | None = None
@@ -115,19 +114,19 @@ class Recording:
 
     @property
     def ended(self) -> bool:
-        return self.phase in ENDED
+        return self.phase.ended
 
     def record(self, update: RaceUpdate) -> None:
         """Take one of the race's updates: the steps it made become frames; loading and the verdict are kept."""
         with self.changed:
-            if update.phase == LOADING:
-                self.phase, self.loading = LOADING, dict(update.loading)
+            if update.phase == Phase.LOADING:
+                self.phase, self.loading = Phase.LOADING, dict(update.loading)
             for lane in (update.autoregressive, update.speculative):
                 if lane is not None:
                     self._take(lane)
-            if update.phase == RACING:
-                self.phase = RACING
-            elif update.phase in (DONE, STOPPED):
+            if update.phase == Phase.RACING:
+                self.phase = Phase.RACING
+            elif update.phase in (Phase.DONE, Phase.STOPPED):
                 self._release(everything=True)
                 self.phase, self.verdict = update.phase, update.verdict
                 self.seconds = time.monotonic() - self._began if self._began is not None else 0.0
@@ -166,13 +165,13 @@ class Recording:
     def fail(self, message: str) -> None:
         with self.changed:
             self._release(everything=True)
-            self.phase, self.error = FAILED, message
+            self.phase, self.error = Phase.FAILED, message
             self.changed.notify_all()
 
     def stop(self, verdict: Verdict) -> None:
         """End a race that never raced (cancelled while it waited or loaded)."""
         with self.changed:
-            self.phase, self.verdict = STOPPED, verdict
+            self.phase, self.verdict = Phase.STOPPED, verdict
             self.changed.notify_all()
 
     def touch(self) -> None:

@@ -22,13 +22,15 @@ from collections import deque
 
 from spec.errors import Cancelled, ModelError
 from spec.models.registry import ModelRegistry
-from spec.serving.race import CANCELLED, REPLACED, Limits, PromptTooLong, Verdict, check_prompt, load_pair, run_race
-from spec.serving.recording import DONE, RaceRequest, Recording, cpu_name
+from spec.serving.limits import Limits, PromptTooLong, check_prompt
+from spec.serving.loading import load_pair
+from spec.serving.phases import Phase, Viewing
+from spec.serving.race import run_race
+from spec.serving.recording import RaceRequest, Recording, cpu_name
 from spec.serving.store import RecordingStore
+from spec.serving.verdict import CANCELLED, REPLACED, Verdict
 
 log = logging.getLogger(__name__)
-
-LIVE, JOINED, REPLAY = "live", "joined", "replay"  # how a visitor sees a race
 
 
 class Busy(Exception):
@@ -68,7 +70,7 @@ class Scheduler:
     # --- Asking for a race -------------------------------------------------------------------
 
     def submit(self, request: RaceRequest, fresh: bool = False, session: str | None = None,
-               cancel: threading.Event | None = None) -> tuple[Recording, str]:
+               cancel: threading.Event | None = None) -> tuple[Recording, Viewing]:
         """The recording to watch for `request`, and how (LIVE, JOINED or REPLAY); `fresh` skips
         the replay (a visitor asked for a live race). `session` (a browser session) holds one place
         in line: a race it still waits for is replaced by this one, and that watch's `cancel` set
@@ -83,13 +85,13 @@ class Scheduler:
             if key is not None:
                 if not fresh and (recording := self.store.get(key)) is not None:  # at once, even while it is raced again
                     recording.viewers += 1
-                    return recording, REPLAY
+                    return recording, Viewing.REPLAY
                 for recording in [*self._running, *(r for r, _ in self._waiting)]:
                     if recording.key == key and not recording.cancel.is_set():
                         recording.viewers += 1
                         self._promote(recording)
                         self._hold(session, recording, cancel)
-                        return recording, JOINED
+                        return recording, Viewing.JOINED
             watched = sum(1 for r, _ in self._waiting if not r.preheat or r.viewers)
             if watched >= self.max_waiting:
                 raise Busy(len(self._running), watched)
@@ -98,7 +100,7 @@ class Scheduler:
             self._hold(session, recording, cancel)
             self._yield_preheats()
             self._changed()
-            return recording, LIVE
+            return recording, Viewing.LIVE
 
     def _replace(self, session: str | None, key: tuple | None) -> int | None:  # with the lock held
         """Take `session`'s waiting race out of its hands, unless it asks for that same race again;
@@ -241,18 +243,11 @@ class Scheduler:
     def _run(self, recording: Recording, request: RaceRequest) -> None:
         cancel = recording.cancel
         try:
-            models = None
-            loading = load_pair(self.registry, request.target, request.draft, cancel)
-            while True:
-                try:
-                    recording.record(next(loading))
-                except StopIteration as done:
-                    models = done.value
-                    break
-            if models is None:
+            pair = load_pair(self.registry, request.target, request.draft, cancel, recording.record)
+            if pair is None:  # stopped while it loaded
                 recording.stop(Verdict(None, False, None, None, CANCELLED))
                 return
-            target, draft = models
+            target, draft = pair
             check_prompt(request.prompt, target, request.config, self.limits)
             for update in run_race(request.prompt, target, draft, request.drafter, request.config, cancel, self.limits.max_race_seconds):
                 recording.record(update)
@@ -270,7 +265,7 @@ class Scheduler:
     def _finish(self, recording: Recording, request: RaceRequest) -> None:
         with self._lock:
             began = self._running.pop(recording)
-            if recording.phase == DONE:
+            if recording.phase == Phase.DONE:
                 self._durations.append(time.monotonic() - began)
                 if recording.key is not None:
                     self.store.put(recording)

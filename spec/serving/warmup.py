@@ -10,8 +10,9 @@ from typing import Callable
 from spec.config import ModelKey
 from spec.models.registry import ModelRegistry
 from spec.progress import TerminalProgress
-from spec.serving.race import warm_up
-from spec.serving.scheduler import RaceRequest, Scheduler
+from spec.serving.loading import warm_up
+from spec.serving.recording import RaceRequest
+from spec.serving.scheduler import Scheduler
 
 log = logging.getLogger("app")
 
