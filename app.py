@@ -101,11 +101,15 @@ as a replay, with a button to race it live. Nothing a viewer does slows the race
 # --- Handlers ----------------------------------------------------------------------------------
 
 
-def _page(outputs: tuple) -> tuple:
-    """render's outputs for Gradio: None leaves a component as it is; the last: whether "Race it live" shows."""
-    *values, live = outputs
-    return (*(gr.skip() if value is None else value for value in values),
-            gr.skip() if live is None else gr.Button(visible=live))
+def _page(update: render.PageUpdate) -> tuple:
+    """render's PageUpdate as Gradio's outputs, in the order of `race_outputs` below: None leaves a
+    component as it is."""
+    def kept(value):
+        return gr.skip() if value is None else value
+
+    return (kept(update.status), kept(update.speedup), kept(update.feed), kept(update.ar_stats), kept(update.spec_stats),
+            kept(update.summary), kept(update.numbers),
+            gr.skip() if update.race_it_live is None else gr.Button(visible=update.race_it_live))
 
 
 def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed,

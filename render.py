@@ -1,5 +1,6 @@
 """The page's HTML: the speed-up and why, the race chart, both panes, their statistics and the
-race's summary, from what a visitor's view of a race holds (spec.serving.playback).
+race's summary, from what a visitor's view of a race holds (spec.serving.playback). `outputs`
+gathers one view's changes as a PageUpdate, which app.py hands to Gradio.
 
 Model text is always escaped: it never becomes markup.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import html
 import json
+from typing import NamedTuple
 
 import segno
 
@@ -248,8 +250,6 @@ def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, preci
     return summary(f"{speed}<br>{same}", "done")
 
 
-# (status, speed-up, feed, ar stats, spec stats, summary, numbers, whether "race it live" shows); None leaves one as it is
-Outputs = tuple
 LANES = {AUTOREGRESSIVE: "ar", SPECULATIVE: "sp"}  # the feed's short names, as app.js reads them
 
 
@@ -302,22 +302,35 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
+class PageUpdate(NamedTuple):
+    """What one update changes on the page, a field per component; None leaves that one as it is."""
+
+    status: str  # the line next to Race: waiting, loading, racing, stopped, or what went wrong
+    speedup: str | None = None  # the speed-up figure and why
+    feed: str | None = None  # the panes' and the chart's new tokens and points, for app.js (see `feed`)
+    ar_stats: str | None = None  # the autoregressive lane's numbers
+    spec_stats: str | None = None  # the speculative lane's numbers and histogram
+    summary: str | None = None  # the line under the panes
+    numbers: dict | None = None  # the race as JSON (spec.serving.numbers): what the /race API returns last
+    race_it_live: bool | None = None  # whether the "Race it live" button shows
+
+
 def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exact: bool, time_limit: float | None,
-            first: bool = False, watch_id: int = 0) -> Outputs:
+            first: bool = False, watch_id: int = 0) -> PageUpdate:
     """What one view of a race changes on the page. While a race waits or loads, the previous race
     stays on screen; a failure says its sentence next to Race."""
     live_button = view.how == Viewing.REPLAY  # the "race it live" button shows beside a replay
     if view.phase == Phase.FAILED:
-        return (status(html.escape(view.error or ""), "error"), None, None, None, None, None, view_numbers(view), live_button)
+        return PageUpdate(status(html.escape(view.error or ""), "error"), numbers=view_numbers(view), race_it_live=live_button)
     ar, sp = view.autoregressive, view.speculative
     nothing_shown = not ar.trace and not sp.trace
     if view.phase in (Phase.WAITING, Phase.LOADING) or (nothing_shown and not view.phase.ended):  # racing, no step shown yet
-        return (_status(view, time_limit), None, None, None, None, None, None, live_button)
+        return PageUpdate(_status(view, time_limit), race_it_live=live_button)
     if nothing_shown:  # stopped while it waited or loaded: the last race stays on screen
         replaced = view.verdict is not None and view.verdict.stopped == REPLACED
         message = ("Replaced by your newer request: each visitor has one race waiting in line." if replaced
                    else "Stopped before the race began.")
-        return (status(message, "info"), None, None, None, None, None, view_numbers(view), live_button)
+        return PageUpdate(status(message, "info"), numbers=view_numbers(view), race_it_live=live_button)
     how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
     ended = view.phase.ended
@@ -327,23 +340,23 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     else:
         message = verdict(view.verdict, ar, sp, config, precision_is_exact)
     if not (ended or view.details):  # new tokens only; the numbers beside them follow at a slower rate
-        return (_status(view, time_limit), None, feed(view, first, watch_id, config.max_new_tokens), None, None, None, None,
-                live_button if first else None)
-    return (
+        return PageUpdate(_status(view, time_limit), feed=feed(view, first, watch_id, config.max_new_tokens),
+                          race_it_live=live_button if first else None)
+    return PageUpdate(
         _status(view, time_limit), speedup(ex, view.verdict if ended else None, how), feed(view, first, watch_id, config.max_new_tokens),
         stats(ar, False), stats(sp, True, config.num_assistant_tokens), message, view_numbers(view) if ended else None,
         live_button,
     )
 
 
-def failure(message: str) -> Outputs:
+def failure(message: str) -> PageUpdate:
     """A race that could not start: its sentence next to Race; the previous race stays on screen."""
-    return (status(html.escape(message), "error"), *(None,) * 7)
+    return PageUpdate(status(html.escape(message), "error"))
 
 
-def busy(running: int, waiting: int) -> Outputs:
+def busy(running: int, waiting: int) -> PageUpdate:
     """A full line, said calmly: not an error."""
-    return (status(f"The server is busy ({running} racing, {waiting} waiting): try again in a minute.", "busy"), *(None,) * 7)
+    return PageUpdate(status(f"The server is busy ({running} racing, {waiting} waiting): try again in a minute.", "busy"))
 
 
 def preparing(label: str, message: str, instead: str) -> str:
