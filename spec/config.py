@@ -17,7 +17,7 @@ DRAFT_MODEL, PROMPT_LOOKUP, HYBRID = "draft-model", "prompt-lookup", "hybrid"
 DRAFTERS = (HYBRID, DRAFT_MODEL, PROMPT_LOOKUP)
 
 # "f32" pins exact arithmetic (a K-token verify call agrees with one-by-one decoding);
-# "default" is the fastest measured: activations rounded to 8 bits on the fly (spec.models.runtime).
+# "default" gives that up for speed: activations rounded to 8 bits on the fly (spec.models.runtime).
 F32, DEFAULT_PRECISION = "f32", "default"
 PRECISIONS = (F32, DEFAULT_PRECISION)
 

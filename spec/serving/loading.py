@@ -18,8 +18,8 @@ _warmed: weakref.WeakSet = weakref.WeakSet()  # compiled models whose first infe
 def warm_up(model: LoadedModel) -> LoadedModel:
     """Run a throwaway inference once per compiled model.
 
-    A model's first call pays one-off set-up costs (tens of ms); the race must not charge them
-    to whichever method happens to go first.
+    A model's first call pays one-off set-up costs; the race must not charge them to whichever
+    method happens to go first.
     """
     if model.model not in _warmed:
         cache = model.model.new_cache()

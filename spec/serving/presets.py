@@ -1,12 +1,10 @@
 """Model pairs the Space offers: a target, the draft that proposes tokens for it, and why they pair.
 
-The Hub ids follow the issue and OpenVINO's own speculative-decoding notebook. None could be
-downloaded from the machines this was written on (they have no Hub access), but each id stands in
-public code that downloads it (OpenVINO Model Server's tests pull the Phi-3 FastDraft, for example)
-or in a listing of OpenVINO's Hub repos. If one moves, the app shows the engine's ModelError for
-it and the other presets keep working. OpenVINO's notebook copies the Llama 3.1 target's tokenizer
-files over the FastDraft-150M ones before pairing them; the engine's vocabulary check compares the
-token->id mapping and the special tokens, so a real difference there is reported, not ignored.
+The Hub ids follow the issue and OpenVINO's own speculative-decoding notebook (docs/design-notes.md
+says where each was found). If one moves, the app shows the engine's ModelError for it and the
+other presets keep working. OpenVINO's notebook copies the Llama 3.1 target's tokenizer files over
+the FastDraft-150M ones before pairing them; the engine's vocabulary check compares the token->id
+mapping and the special tokens, so a real difference there is reported, not ignored.
 """
 from __future__ import annotations
 

@@ -54,10 +54,9 @@ def serve_below_races(nice: int = 10) -> bool:
         return False
 
 
-# Gradio's queue looks for new work every 1 ms while it has none, and for progress to send every
-# 10 ms: measured here, 3.6% of a core with nobody on the page, and its thread woken over a
-# thousand times a second while a race computes beside it. A click now waits at most 50 ms to
-# start, and the page shows no gr.Progress.
+# Gradio's queue looks for new work and for progress to send many times a second while it has
+# none, waking its thread beside a race's computation. Polling less costs a click at most
+# QUEUE_POLL_SECONDS before it starts; the page shows no gr.Progress.
 QUEUE_POLL_SECONDS, PROGRESS_POLL_SECONDS = 0.05, 0.5
 
 
