@@ -391,9 +391,25 @@ def _verdict(target: dict) -> str:
 
 def markdown(report: dict, plan: Plan) -> str:
     """The run as markdown tables: paper's table, K sweep, sampled, peers, targets, costs, memory."""
-    s, summaries = plan.settings, report["summaries"]
-    n_values = sorted({x.max_new_tokens for x in s})
-    n_max = n_values[-1]
+    lines = _header_lines(report)
+    lines += _greedy_lines(report, plan)
+    lines += _sweep_lines(report, plan)
+    lines += _per_prompt_lines(plan, report)
+    lines += _exactness_lines(report)
+    lines += _sampled_lines(report, plan)
+    lines += _peer_lines(report, plan)
+    lines += _target_lines(report)
+    costs = report.get("costs")
+    if costs:
+        lines += _cost_lines(costs, plan, report)
+    lines += _memory_lines(report)
+    if report["notes"]:
+        lines += ["## Notes", ""] + [f"- {note}" for note in report["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def _header_lines(report: dict) -> list[str]:
+    """The run's title, command, machine, versions, models and how it measured."""
     lines = [f"# Benchmark `{report['name']}`", ""]
     lines += [f"`{report['command']}` · {report['created']}", ""]
     m = report["machine"]
@@ -410,15 +426,20 @@ def markdown(report: dict, plan: Plan) -> str:
         f"Measured: {report['measurement']} The run took {report['wall_seconds'] / 60:.1f} min.",
         "",
     ]
+    return lines
 
-    def row_speedup(i: int) -> str:
-        return _num(summaries[i].get("speedup"), 2, "×")
 
-    # The paper's table.
-    lines += ["## Autoregressive vs speculative (greedy)", ""]
+def _row_speedup(report: dict, i: int) -> str:
+    return _num(report["summaries"][i].get("speedup"), 2, "×")
+
+
+def _greedy_lines(report: dict, plan: Plan) -> list[str]:
+    """The paper's table: autoregressive against each dynamic method, greedy, at every N and prompt set."""
+    s, summaries = plan.settings, report["summaries"]
+    lines = ["## Autoregressive vs speculative (greedy)", ""]
     lines += ["| N | prompts | method | tokens/s | speed-up | median per prompt | decode speed-up | decode, median per prompt "
               "| α | tokens / target call | same tokens as AR |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for n in n_values:
+    for n in sorted({x.max_new_tokens for x in s}):
         for prompt_set in plan.prompt_sets:
             for i, x in enumerate(s):
                 if x.engine == OURS and not x.sampled and not x.exactness and x.max_new_tokens == n and x.prompt_set == prompt_set.name and (x.mode == AR or x.dynamic):
@@ -439,10 +460,14 @@ def markdown(report: dict, plan: Plan) -> str:
                   "precision (activations rounded to 8 bits on the fly) a (K+1)-token verify call and one-token decoding round differently, so near-ties "
                   "can flip and outputs diverge from there; at `--precision f32` they match token for token "
                   "(tests/test_bench.py checks it).", ""]
+    return lines
 
-    # K sweep.
-    n_sweep = n_values[0]
-    lines += [f"## K sweep (greedy, N={n_sweep})", ""]
+
+def _sweep_lines(report: dict, plan: Plan) -> list[str]:
+    """The K sweep: every greedy speculative setting at the smallest N, beside Leviathan's prediction."""
+    s, summaries = plan.settings, report["summaries"]
+    n_sweep = min(x.max_new_tokens for x in s)
+    lines = [f"## K sweep (greedy, N={n_sweep})", ""]
     lines += [
         "| drafter | prompts | K | tokens/s | speed-up | α | tokens / target call | mean K | plain steps | predicted (Leviathan) | predicted (measured verify) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -452,7 +477,7 @@ def markdown(report: dict, plan: Plan) -> str:
             su = summaries[i]
             lines.append(
                 f"| {x.how} | {x.prompt_set} | "
-                f"{'dynamic (from ' + str(x.k) + ')' if x.dynamic else x.k} | {_num(su['tokens_per_second'])} | {row_speedup(i)} | "
+                f"{'dynamic (from ' + str(x.k) + ')' if x.dynamic else x.k} | {_num(su['tokens_per_second'])} | {_row_speedup(report, i)} | "
                 f"{_num(su.get('alpha'), 2)} | {_num(su.get('tokens_per_target_call'), 2)} | {_num(su.get('mean_k'), 1)} | "
                 f"{_num(_pct(su.get('plain_step_share')), 0, '%')} | {_num(su.get('predicted_speedup'), 2, '×')} | "
                 f"{_num(su.get('predicted_speedup_measured_verify'), 2, '×')} |"
@@ -462,56 +487,69 @@ def markdown(report: dict, plan: Plan) -> str:
               "run: draft steps, re-encoding and catching up included) ÷ a 1-token target call; the second column "
               "puts the measured K+1-token target call in place of the 1 (see \"Where the time goes\"). Plain steps: "
               "target calls made without drafting (dynamic K chose a plain step).", ""]
-    lines += _per_prompt_lines(plan, report)
-    lines += _exactness_lines(report)
+    return lines
 
+
+def _sampled_lines(report: dict, plan: Plan) -> list[str]:
+    """Every sampled setting of ours, at the largest N; nothing when the run sampled none."""
+    s, summaries = plan.settings, report["summaries"]
     sampled = [i for i, x in enumerate(s) if x.engine == OURS and x.sampled and not x.exactness]
-    if sampled:
-        lines += [f"## Sampled (temperature {report['sampling']['temperature']}, top-p {report['sampling']['top_p']}, N={n_max})", ""]
-        lines += ["| prompts | method | tokens/s | speed-up | α | tokens / target call |", "|---|---|---|---|---|---|"]
-        for i in sampled:
+    if not sampled:
+        return []
+    n_max = max(x.max_new_tokens for x in s)
+    lines = [f"## Sampled (temperature {report['sampling']['temperature']}, top-p {report['sampling']['top_p']}, N={n_max})", ""]
+    lines += ["| prompts | method | tokens/s | speed-up | α | tokens / target call |", "|---|---|---|---|---|---|"]
+    for i in sampled:
+        su = summaries[i]
+        lines.append(
+            f"| {s[i].prompt_set} | {s[i].method} | {_num(su['tokens_per_second'])} | "
+            f"{'1.00× (baseline)' if s[i].mode == AR else _row_speedup(report, i)} | {_num(su.get('alpha'), 2)} | {_num(su.get('tokens_per_target_call'), 2)} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _peer_lines(report: dict, plan: Plan) -> list[str]:
+    """The peers' settings against ours, and why any peer is missing; nothing when there were none."""
+    s, summaries = plan.settings, report["summaries"]
+    peers = [i for i, x in enumerate(s) if x.engine != OURS]
+    if not (peers or report["peer_notes"]):
+        return []
+    lines = ["## Peers (greedy, same IR, same prompt token ids)", ""]
+    if peers:
+        lines += ["| engine | method | prompts | N | tokens/s | ours ÷ peer | ours ÷ peer, decode | accepted ÷ drafted (peer / ours) "
+                  "| TTFT (s) | same tokens as our AR |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for i in peers:
             su = summaries[i]
+            match = _ours_like(plan, s[i])
+            ours_rate = summaries[match].get("accepted_per_drafted") if match is not None else None
+            accepted = "—" if s[i].mode == AR else f"{_num(su.get('accepted_per_drafted'), 2)} / {_num(ours_rate, 2)}"
             lines.append(
-                f"| {s[i].prompt_set} | {s[i].method} | {_num(su['tokens_per_second'])} | "
-                f"{'1.00× (baseline)' if s[i].mode == AR else row_speedup(i)} | {_num(su.get('alpha'), 2)} | {_num(su.get('tokens_per_target_call'), 2)} |"
+                f"| {s[i].engine} | {s[i].method} | {s[i].prompt_set} | {s[i].max_new_tokens} | {_num(su['tokens_per_second'])} | "
+                f"{_num(report['peer_ratios'].get(str(i)), 2, '×')} | {_num(report.get('peer_decode_ratios', {}).get(str(i)), 2, '×')} | {accepted} | {_num(su.get('ttft_seconds'), 3)} | {su.get('same_tokens_as_ar') or '—'} |"
             )
         lines.append("")
+    lines += [f"- {note}" for note in report["peer_notes"]]
+    lines.append("")
+    return lines
 
-    peers = [i for i, x in enumerate(s) if x.engine != OURS]
-    if peers or report["peer_notes"]:
-        lines += ["## Peers (greedy, same IR, same prompt token ids)", ""]
-        if peers:
-            lines += ["| engine | method | prompts | N | tokens/s | ours ÷ peer | ours ÷ peer, decode | accepted ÷ drafted (peer / ours) "
-                      "| TTFT (s) | same tokens as our AR |", "|---|---|---|---|---|---|---|---|---|---|"]
-            for i in peers:
-                su = summaries[i]
-                match = _ours_like(plan, s[i])
-                ours_rate = summaries[match].get("accepted_per_drafted") if match is not None else None
-                accepted = "—" if s[i].mode == AR else f"{_num(su.get('accepted_per_drafted'), 2)} / {_num(ours_rate, 2)}"
-                lines.append(
-                    f"| {s[i].engine} | {s[i].method} | {s[i].prompt_set} | {s[i].max_new_tokens} | {_num(su['tokens_per_second'])} | "
-                    f"{_num(report['peer_ratios'].get(str(i)), 2, '×')} | {_num(report.get('peer_decode_ratios', {}).get(str(i)), 2, '×')} | {accepted} | {_num(su.get('ttft_seconds'), 3)} | {su.get('same_tokens_as_ar') or '—'} |"
-                )
-            lines.append("")
-        lines += [f"- {note}" for note in report["peer_notes"]]
-        lines.append("")
 
-    lines += ["## Targets", "", "| target | configuration | measured | needed | verdict |", "|---|---|---|---|---|"]
+def _target_lines(report: dict) -> list[str]:
+    lines = ["## Targets", "", "| target | configuration | measured | needed | verdict |", "|---|---|---|---|---|"]
     for t in report["targets"]:
         shown = t.get("shown") or _num(t["value"], 2, "×")
         needed = "" if t.get("shown") else f"≥ {t['needed']:.2f}×"
         lines.append(f"| {t['target']} | {t['configuration']} | {shown} | {needed} | {_verdict(t)} |")
     lines.append("")
+    return lines
 
-    costs = report.get("costs")
-    if costs:
-        lines += _cost_lines(costs, plan, report)
 
-    lines += ["## Peak memory per configuration family", "",
-              "Each family runs in its own process for the whole run. Peak RSS is that process's high-water mark "
-              "(getrusage ru_maxrss): runtime, libraries, models and every generation it ran. \"Before models\" is "
-              "its RSS after imports, before loading any model.", "",
-              "| family | peak RSS (MiB) | before models (MiB) | peak − before (MiB) | load (s) |", "|---|---|---|---|---|"]
+def _memory_lines(report: dict) -> list[str]:
+    lines = ["## Peak memory per configuration family", "",
+             "Each family runs in its own process for the whole run. Peak RSS is that process's high-water mark "
+             "(getrusage ru_maxrss): runtime, libraries, models and every generation it ran. \"Before models\" is "
+             "its RSS after imports, before loading any model.", "",
+             "| family | peak RSS (MiB) | before models (MiB) | peak − before (MiB) | load (s) |", "|---|---|---|---|---|"]
     for name, fam in report["families"].items():
         mem = fam.get("memory") or {}
         peak, before = mem.get("peak_rss"), fam.get("info", {}).get("rss_before_load")
@@ -520,9 +558,7 @@ def markdown(report: dict, plan: Plan) -> str:
             f"{_num(fam.get('info', {}).get('load_seconds'), 1)} |"
         )
     lines.append("")
-    if report["notes"]:
-        lines += ["## Notes", ""] + [f"- {note}" for note in report["notes"]] + [""]
-    return "\n".join(lines)
+    return lines
 
 
 def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
