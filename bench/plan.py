@@ -150,103 +150,153 @@ def build_plan(
     prompt set (e.g. HumanEval) gets autoregressive, dynamic-K prompt lookup, the hybrids and the
     peers at every N, greedy.
     """
-    open_set = next((s.name for s in prompt_sets if s.kind == OPEN), prompt_sets[0].name)
-    grounded_set = next((s.name for s in prompt_sets if s.kind == GROUNDED), prompt_sets[-1].name)
-    n_max, n_sweep = max(max_new_tokens), min(max_new_tokens)
-    k_default = peer_k if peer_k in ks else (ks[len(ks) // 2] if ks else 4)
-    fixed_ks = list(ks)
-    if peers and peer_k not in fixed_ks:
-        fixed_ks.append(peer_k)
-
-    families: dict[str, Family] = {}
-    settings: list[Setting] = []
-
-    def add(family: Family, **fields) -> None:
-        families.setdefault(family.name, family)
-        setting = Setting(family=family.name, engine=family.engine, **fields)
-        if setting not in settings:
-            settings.append(setting)
-
-    ours_ar = Family("ours · autoregressive", OURS, target_path, precision=precision)
-    for prompt_set in (open_set, grounded_set):
-        for n in max_new_tokens:
-            add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
-        if sampled:
-            add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=True, max_new_tokens=n_max, prompt_set=prompt_set)
-
-    def sweep(family: Family, drafter: str, draft: str | None, home: str, away: str) -> None:
-        common = dict(mode=SPEC, drafter=drafter, draft=draft)
-        for k in fixed_ks:
-            add(family, **common, k=k, dynamic=False, sampled=False, max_new_tokens=n_sweep, prompt_set=home)
-        if not dynamic:
-            return
-        dyn = dict(common, k=k_default, dynamic=True)
-        for n in max_new_tokens:
-            add(family, **dyn, sampled=False, max_new_tokens=n, prompt_set=home)
-        add(family, **dyn, sampled=False, max_new_tokens=n_max, prompt_set=away)
-        if sampled:  # on both kinds, so the hybrid's sampled runs have both its drafters beside them
-            for prompt_set in (home, away):
-                add(family, **dyn, sampled=True, max_new_tokens=n_max, prompt_set=prompt_set)
-
+    plan = _PlanBuilder(target_path, drafts, prompt_sets, max_new_tokens, ks, dynamic, sampled, peers, peer_k, precision)
+    plan.autoregressive()
     for draft in drafts:
-        family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision,
-                        draft_vocabulary=draft.vocabulary)
-        sweep(family, DRAFT_MODEL, draft.label, open_set, grounded_set)
-        if dynamic:
-            for prompt_set in (grounded_set, open_set):
-                for n in max_new_tokens:
-                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
-                if sampled:
-                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, sampled=True, max_new_tokens=n_max, prompt_set=prompt_set)
-    sweep(Family("ours · prompt lookup", OURS, target_path, precision=precision), LOOKUP, None, grounded_set, open_set)
+        plan.draft_model(draft)
+    plan.prompt_lookup()
     if exactness and precision != "f32":
-        exact = dict(k=k_default, dynamic=True, sampled=False, max_new_tokens=n_max, exactness=True)
-        for draft in drafts[:1] or [None]:
-            family = Family("ours · f32 exactness check", OURS, target_path, draft=draft.path if draft else None, precision="f32",
-                            draft_vocabulary=draft.vocabulary if draft else None)
-            for prompt_set in (grounded_set, open_set):
-                add(family, mode=AR, drafter=None, draft=None, **{**exact, "k": None, "dynamic": False}, prompt_set=prompt_set)
-                add(family, mode=SPEC, drafter=LOOKUP, draft=None, **exact, prompt_set=prompt_set)
-                if draft:
-                    add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, **exact, prompt_set=prompt_set)
-                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, **exact, prompt_set=prompt_set)
-
+        plan.exactness_checks()
     if GENAI in peers:
-        plain = Family("openvino-genai · plain", GENAI, target_path, precision=precision)
-        for prompt_set in (open_set, grounded_set):
-            for n in max_new_tokens:
-                add(plain, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
-        for draft in (d for d in drafts if d.same_tokenizer):  # it cannot draft across tokenizers
-            family = Family(f"openvino-genai · draft {draft.label}", GENAI, target_path, draft=draft.path, precision=precision)
-            add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, k=peer_k, dynamic=False, sampled=False, max_new_tokens=n_sweep, prompt_set=open_set)
-        lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True, precision=precision)
-        for k in sorted({peer_k, GENAI_LOOKUP_K}):  # at our K and at its own default
-            add(lookup, mode=SPEC, drafter=LOOKUP, draft=None, k=k, dynamic=False, sampled=False, max_new_tokens=n_sweep, prompt_set=grounded_set)
+        plan.openvino_genai()
     if OPTIMUM in peers:
-        plain = Family("optimum-intel · plain", OPTIMUM, target_path, precision=precision)
-        for prompt_set in (open_set, grounded_set):
-            add(plain, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n_max, prompt_set=prompt_set)
+        plan.optimum_intel()
+    plan.further_prompt_sets()
+    return plan.build(target_label)
 
-    # Further prompt sets (HumanEval, say): the paper's table and the per-prompt speed-ups at every N,
-    # beside the peers; the K sweep, sampling and the f32 check stay on the two sets above.
-    for prompt_set in (s.name for s in prompt_sets if s.name not in (open_set, grounded_set)):
-        greedy = dict(sampled=False, prompt_set=prompt_set)
-        for n in max_new_tokens:
-            add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, max_new_tokens=n, **greedy)
-            if dynamic:
-                add(Family("ours · prompt lookup", OURS, target_path, precision=precision), mode=SPEC, drafter=LOOKUP,
-                    draft=None, k=k_default, dynamic=True, max_new_tokens=n, **greedy)
-                for draft in drafts:
-                    family = Family(f"ours · draft {draft.label}", OURS, target_path, draft=draft.path, precision=precision,
-                                    draft_vocabulary=draft.vocabulary)
-                    add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=k_default, dynamic=True, max_new_tokens=n, **greedy)
-            if GENAI in peers:
-                add(Family("openvino-genai · plain", GENAI, target_path, precision=precision), mode=AR, drafter=None, draft=None, k=None,
-                    dynamic=False, max_new_tokens=n, **greedy)
-                lookup = Family("openvino-genai · prompt lookup", GENAI, target_path, prompt_lookup=True, precision=precision)
-                add(lookup, mode=SPEC, drafter=LOOKUP, draft=None, k=peer_k, dynamic=False, max_new_tokens=n, **greedy)
 
-    costs = Family("ours · per-call costs", "costs", target_path, drafts=tuple(d.path for d in drafts), precision=precision,
-                   draft_vocabularies=tuple(d.vocabulary for d in drafts))
-    return Plan(target_label, target_path, drafts, prompt_sets, list(families.values()), settings, costs)
+class _PlanBuilder:
+    """A plan's families and settings as they are added, each once, in the order added (the
+    order they are timed and reported in)."""
 
+    def __init__(self, target_path: str, drafts: list[Draft], prompt_sets: list[PromptSet], max_new_tokens: list[int],
+                 ks: list[int], dynamic: bool, sampled: bool, peers: list[str], peer_k: int, precision: str):
+        self.target_path, self.drafts, self.prompt_sets, self.precision = target_path, drafts, prompt_sets, precision
+        self.max_new_tokens, self.dynamic, self.sampled, self.peers, self.peer_k = max_new_tokens, dynamic, sampled, peers, peer_k
+        self.open_set = next((s.name for s in prompt_sets if s.kind == OPEN), prompt_sets[0].name)
+        self.grounded_set = next((s.name for s in prompt_sets if s.kind == GROUNDED), prompt_sets[-1].name)
+        self.n_max, self.n_sweep = max(max_new_tokens), min(max_new_tokens)
+        self.k_default = peer_k if peer_k in ks else (ks[len(ks) // 2] if ks else 4)
+        self.fixed_ks = list(ks)
+        if peers and peer_k not in self.fixed_ks:
+            self.fixed_ks.append(peer_k)
+        self.families: dict[str, Family] = {}
+        self.settings: list[Setting] = []
+
+    def add(self, family: Family, **fields) -> None:
+        self.families.setdefault(family.name, family)
+        setting = Setting(family=family.name, engine=family.engine, **fields)
+        if setting not in self.settings:
+            self.settings.append(setting)
+
+    def build(self, target_label: str) -> Plan:
+        costs = Family("ours · per-call costs", "costs", self.target_path, drafts=tuple(d.path for d in self.drafts),
+                       precision=self.precision, draft_vocabularies=tuple(d.vocabulary for d in self.drafts))
+        return Plan(target_label, self.target_path, self.drafts, self.prompt_sets, list(self.families.values()), self.settings, costs)
+
+    # --- Our families -----------------------------------------------------------------------
+
+    def _ours_autoregressive(self) -> Family:
+        return Family("ours · autoregressive", OURS, self.target_path, precision=self.precision)
+
+    def _ours_draft(self, draft: Draft) -> Family:
+        return Family(f"ours · draft {draft.label}", OURS, self.target_path, draft=draft.path, precision=self.precision,
+                      draft_vocabulary=draft.vocabulary)
+
+    def _ours_lookup(self) -> Family:
+        return Family("ours · prompt lookup", OURS, self.target_path, precision=self.precision)
+
+    def autoregressive(self) -> None:
+        """Our autoregressive decoding on both kinds of prompt at every N, and sampled at the largest."""
+        ours_ar = self._ours_autoregressive()
+        for prompt_set in (self.open_set, self.grounded_set):
+            for n in self.max_new_tokens:
+                self.add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
+            if self.sampled:
+                self.add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=True, max_new_tokens=self.n_max, prompt_set=prompt_set)
+
+    def _sweep(self, family: Family, drafter: str, draft: str | None, home: str, away: str) -> None:
+        """Fixed K swept on the drafter's `home` prompts; its dynamic K there at every N, on the
+        `away` ones at the largest, and sampled on both."""
+        common = dict(mode=SPEC, drafter=drafter, draft=draft)
+        for k in self.fixed_ks:
+            self.add(family, **common, k=k, dynamic=False, sampled=False, max_new_tokens=self.n_sweep, prompt_set=home)
+        if not self.dynamic:
+            return
+        dyn = dict(common, k=self.k_default, dynamic=True)
+        for n in self.max_new_tokens:
+            self.add(family, **dyn, sampled=False, max_new_tokens=n, prompt_set=home)
+        self.add(family, **dyn, sampled=False, max_new_tokens=self.n_max, prompt_set=away)
+        if self.sampled:  # on both kinds, so the hybrid's sampled runs have both its drafters beside them
+            for prompt_set in (home, away):
+                self.add(family, **dyn, sampled=True, max_new_tokens=self.n_max, prompt_set=prompt_set)
+
+    def draft_model(self, draft: Draft) -> None:
+        """The draft model swept on open prompts, and its hybrid with lookup on both kinds at every N."""
+        family = self._ours_draft(draft)
+        self._sweep(family, DRAFT_MODEL, draft.label, self.open_set, self.grounded_set)
+        if not self.dynamic:
+            return
+        for prompt_set in (self.grounded_set, self.open_set):
+            for n in self.max_new_tokens:
+                self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
+            if self.sampled:
+                self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, sampled=True, max_new_tokens=self.n_max, prompt_set=prompt_set)
+
+    def prompt_lookup(self) -> None:
+        """Prompt lookup swept on grounded prompts."""
+        self._sweep(self._ours_lookup(), LOOKUP, None, self.grounded_set, self.open_set)
+
+    def exactness_checks(self) -> None:
+        """Every method once more at f32 (with the first draft), greedy at the largest N, for its text only."""
+        exact = dict(k=self.k_default, dynamic=True, sampled=False, max_new_tokens=self.n_max, exactness=True)
+        for draft in self.drafts[:1] or [None]:
+            family = Family("ours · f32 exactness check", OURS, self.target_path, draft=draft.path if draft else None, precision="f32",
+                            draft_vocabulary=draft.vocabulary if draft else None)
+            for prompt_set in (self.grounded_set, self.open_set):
+                self.add(family, mode=AR, drafter=None, draft=None, **{**exact, "k": None, "dynamic": False}, prompt_set=prompt_set)
+                self.add(family, mode=SPEC, drafter=LOOKUP, draft=None, **exact, prompt_set=prompt_set)
+                if draft:
+                    self.add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, **exact, prompt_set=prompt_set)
+                    self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, **exact, prompt_set=prompt_set)
+
+    # --- The peers ---------------------------------------------------------------------------
+
+    def _genai_plain(self) -> Family:
+        return Family("openvino-genai · plain", GENAI, self.target_path, precision=self.precision)
+
+    def _genai_lookup(self) -> Family:
+        return Family("openvino-genai · prompt lookup", GENAI, self.target_path, prompt_lookup=True, precision=self.precision)
+
+    def openvino_genai(self) -> None:
+        """openvino-genai plainly at every N, with each same-tokenizer draft and with prompt lookup
+        (at our K and its own default) at the smallest."""
+        for prompt_set in (self.open_set, self.grounded_set):
+            for n in self.max_new_tokens:
+                self.add(self._genai_plain(), mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
+        for draft in (d for d in self.drafts if d.same_tokenizer):  # it cannot draft across tokenizers
+            family = Family(f"openvino-genai · draft {draft.label}", GENAI, self.target_path, draft=draft.path, precision=self.precision)
+            self.add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, k=self.peer_k, dynamic=False, sampled=False, max_new_tokens=self.n_sweep, prompt_set=self.open_set)
+        for k in sorted({self.peer_k, GENAI_LOOKUP_K}):  # at our K and at its own default
+            self.add(self._genai_lookup(), mode=SPEC, drafter=LOOKUP, draft=None, k=k, dynamic=False, sampled=False, max_new_tokens=self.n_sweep, prompt_set=self.grounded_set)
+
+    def optimum_intel(self) -> None:
+        """optimum-intel plainly, at the largest N."""
+        plain = Family("optimum-intel · plain", OPTIMUM, self.target_path, precision=self.precision)
+        for prompt_set in (self.open_set, self.grounded_set):
+            self.add(plain, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=self.n_max, prompt_set=prompt_set)
+
+    def further_prompt_sets(self) -> None:
+        """Further prompt sets (HumanEval, say): the paper's table and the per-prompt speed-ups at
+        every N, beside the peers; the K sweep, sampling and the f32 check stay on the two sets above."""
+        for prompt_set in (s.name for s in self.prompt_sets if s.name not in (self.open_set, self.grounded_set)):
+            greedy = dict(sampled=False, prompt_set=prompt_set)
+            for n in self.max_new_tokens:
+                self.add(self._ours_autoregressive(), mode=AR, drafter=None, draft=None, k=None, dynamic=False, max_new_tokens=n, **greedy)
+                if self.dynamic:
+                    self.add(self._ours_lookup(), mode=SPEC, drafter=LOOKUP, draft=None, k=self.k_default, dynamic=True, max_new_tokens=n, **greedy)
+                    for draft in self.drafts:
+                        self.add(self._ours_draft(draft), mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, max_new_tokens=n, **greedy)
+                if GENAI in self.peers:
+                    self.add(self._genai_plain(), mode=AR, drafter=None, draft=None, k=None, dynamic=False, max_new_tokens=n, **greedy)
+                    self.add(self._genai_lookup(), mode=SPEC, drafter=LOOKUP, draft=None, k=self.peer_k, dynamic=False, max_new_tokens=n, **greedy)
