@@ -235,6 +235,24 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
     workers = {family.name: Worker(family) for family in plan.families}  # they load in parallel
     cost_worker = Worker(plan.costs_family)  # idle until the end; loading it now saves time
     tokenizer, prompt_ids, eos = _tokenize(plan)  # while the workers load
+    families = _ready_families(plan, workers, cost_worker)
+    try:
+        records, failed = _time_round_robin(plan, args, workers, prompt_ids, eos)
+    finally:
+        for worker in workers.values():
+            worker.stop()  # all at once: each takes a moment to shut OpenVINO down
+        for name, worker in workers.items():
+            families[name]["memory"] = worker.close()
+    for i, why in failed.items():
+        plan.notes.append(f"{plan.settings[i].label} failed: {why}")
+    costs = _measure_costs(plan, args, cost_worker, tokenizer, prompt_ids)
+    return _report(plan, args, argv, started, machine, families, records, costs)
+
+
+def _ready_families(plan: Plan, workers: dict[str, Worker], cost_worker: Worker) -> dict[str, dict]:
+    """Wait for each family's worker to load: family name -> its engine and what it loaded. A peer
+    that cannot load is left out with a note (its worker closed and removed from `workers`); one
+    of ours stops the run."""
     families: dict[str, dict] = {}
     for name, worker in list(workers.items()):
         try:
@@ -246,6 +264,14 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
             plan.notes.append(f"{name} could not load: {_first_line(error)}")
             worker.close()
             del workers[name]
+    return families
+
+
+def _time_round_robin(plan: Plan, args: argparse.Namespace, workers: dict[str, Worker], prompt_ids: dict,
+                      eos: list[int]) -> tuple[list[dict], dict[int, str]]:
+    """A warm-up generation per setting, then `args.repeats` repeats, each running every setting on
+    every prompt, round-robin: the records of every generation, and setting -> why, for the peers'
+    settings that failed (they run no more)."""
     active = [i for i, s in enumerate(plan.settings) if s.family in workers]
     failed: dict[int, str] = {}
     records: list[dict] = []
@@ -266,38 +292,34 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
             failed[i] = _first_line(error)
             return None
 
-    try:
-        _progress("warm-up")
-        for i in active:
-            run_one(i, 0, min(plan.settings[i].max_new_tokens, 24))
-        load_done = time.perf_counter()
-        for repeat in range(args.repeats):
-            # Rotate the order each repeat so no configuration always runs right after the same one.
-            order = [i for i in active[repeat % len(active):] + active[: repeat % len(active)] if i not in failed]
-            longest = max(len(s.prompts) for s in plan.prompt_sets)
-            for prompt_index in range(longest):
-                for i in order:
-                    if i in failed or prompt_index >= len(plan.prompt_set(plan.settings[i].prompt_set).prompts):
-                        continue
-                    if plan.settings[i].exactness and repeat > 0:
-                        continue  # its text is all it is run for
-                    result = run_one(i, prompt_index)
-                    if result is None:
-                        continue
-                    if repeat > 0:
-                        result.pop("tokens", None)  # the first repeat's tokens are enough to compare outputs
-                    records.append({"setting": i, "repeat": repeat, **result})
-            elapsed = time.perf_counter() - load_done
-            _progress(f"repeat {repeat + 1}/{args.repeats} done; {elapsed:.0f} s, about "
-                      f"{elapsed / (repeat + 1) * (args.repeats - repeat - 1):.0f} s to go")
-    finally:
-        for worker in workers.values():
-            worker.stop()  # all at once: each takes a moment to shut OpenVINO down
-        for name, worker in workers.items():
-            families[name]["memory"] = worker.close()
-    for i, why in failed.items():
-        plan.notes.append(f"{plan.settings[i].label} failed: {why}")
+    _progress("warm-up")
+    for i in active:
+        run_one(i, 0, min(plan.settings[i].max_new_tokens, 24))
+    load_done = time.perf_counter()
+    for repeat in range(args.repeats):
+        # Rotate the order each repeat so no configuration always runs right after the same one.
+        order = [i for i in active[repeat % len(active):] + active[: repeat % len(active)] if i not in failed]
+        longest = max(len(s.prompts) for s in plan.prompt_sets)
+        for prompt_index in range(longest):
+            for i in order:
+                if i in failed or prompt_index >= len(plan.prompt_set(plan.settings[i].prompt_set).prompts):
+                    continue
+                if plan.settings[i].exactness and repeat > 0:
+                    continue  # its text is all it is run for
+                result = run_one(i, prompt_index)
+                if result is None:
+                    continue
+                if repeat > 0:
+                    result.pop("tokens", None)  # the first repeat's tokens are enough to compare outputs
+                records.append({"setting": i, "repeat": repeat, **result})
+        elapsed = time.perf_counter() - load_done
+        _progress(f"repeat {repeat + 1}/{args.repeats} done; {elapsed:.0f} s, about "
+                  f"{elapsed / (repeat + 1) * (args.repeats - repeat - 1):.0f} s to go")
+    return records, failed
 
+
+def _measure_costs(plan: Plan, args: argparse.Namespace, cost_worker: Worker, tokenizer, prompt_ids: dict) -> dict | None:
+    """Where the time goes: each kind of call timed on its own, on the first open prompt; closes the worker."""
     _progress("where the time goes: per-call costs")
     costs = None
     try:
@@ -310,10 +332,15 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         })
     finally:
         cost_worker.close()
+    return costs
 
+
+def _report(plan: Plan, args: argparse.Namespace, argv: list[str], started: float, machine: dict, families: dict[str, dict],
+            records: list[dict], costs: dict | None) -> dict:
+    """The run as the JSON written to <name>.json: how it was run, on what, and everything measured and derived."""
     ours_info = next((f["info"] for f in families.values() if f["engine"] == "ours"), {})
     compiled = ours_info.get("compiled", {})
-    report = {
+    return {
         "name": args.name or (f"{_slug(plan.target_label)}-quick" if args.quick else _slug(plan.target_label)),
         "command": "python -m bench" + "".join(" " + shlex.quote(a) for a in argv),
         "created": dt.datetime.now().isoformat(timespec="seconds"),
@@ -348,7 +375,6 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
         "notes": [n for n in plan.notes if not any(p in n for p in PEERS)],
         "records": records,
     }
-    return report
 
 
 def _tokenize(plan: Plan) -> tuple[object, dict[tuple[str, int], list[int]], list[int]]:
