@@ -35,7 +35,8 @@ def load_pair(
     report: Callable[[RaceUpdate], None] = lambda update: None,
 ) -> tuple[LoadedModel, LoadedModel | None] | None:
     """The pair from the shared registry, warmed up: (target, draft or None), or None when `cancel`
-    is set first. While it loads, `report` gets a LOADING update at least twice a second.
+    is set first. While it loads, `report` gets a LOADING update with each line of progress, and
+    every half second besides.
 
     Stopped, an operator's model goes on loading in the background, so the next race starts
     sooner; a visitor's stops once nobody waits for it (see ModelRegistry.get).
