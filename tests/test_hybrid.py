@@ -13,7 +13,8 @@ from tests.test_cross_tokenizer import PROMPT, greedy_text
 
 def timed(k: int = 4, alpha_draft: float = 0.6, call_seconds: float = 0.1, verify_seconds: float = 1.2) -> HybridK:
     """A HybridK whose pair has measured a verify call and what a call of the draft model costs."""
-    memory = PairMemory(accepted=10 * alpha_draft, rejected=10 * (1 - alpha_draft), call_seconds=call_seconds)
+    counts = dict(accepted=10 * alpha_draft, rejected=10 * (1 - alpha_draft))
+    memory = PairMemory(**counts, long_accepted=counts["accepted"], long_rejected=counts["rejected"], call_seconds=call_seconds)
     schedule = HybridK(k, memory=memory)
     schedule.costs.seconds = {1: 1.0, k + 1: verify_seconds}  # a plain step takes 1 s here
     schedule.costs.switch, schedule._last_width = 0.25, k + 1
@@ -34,30 +35,67 @@ def test_lookup_where_the_answer_copies_the_prompt_and_the_draft_where_it_does_n
     assert expensive.next_round(NEW_TEXT).source == PROMPT_LOOKUP
 
 
+def rates_behind_and_not(schedule: HybridK) -> tuple[float, float]:
+    """The rate of a draft-model round of 4 as the schedule stands, and were the draft not behind."""
+    draft, unread = Round(4, 4, DRAFT_MODEL), schedule._unread
+    behind = schedule.rates(0, 0)[draft]
+    schedule._unread = 0
+    in_step = schedule.rates(0, 0)[draft]
+    schedule._unread = unread
+    return behind, in_step
+
+
 def test_taking_over_from_lookup_pays_for_the_draft_models_catch_up():
-    """Right after lookup rounds the draft model must first be fed what the target kept: that call
-    is part of the round it would draft, and a dear one can halve what the round yields per second.
-    Reading the prompt, the model's first round, is no such call: for SmolLM2 drafting for Qwen it took
-    0.4 s against 0.1 s for a catch-up, and priced every generation's model rounds after lookup as dear."""
+    """Right after lookup rounds that kept tokens the draft model must first be fed them: a call paid
+    once per run of draft-model rounds, so each round of a run bears its share. Reading the prompt,
+    the model's first round, is no such call: for SmolLM2 drafting for Qwen it took 0.4 s against
+    0.1 s for a catch-up, and priced every generation's model rounds after lookup as dear."""
     schedule = timed(alpha_draft=0.6, call_seconds=0.06)
-    schedule._plan = Round(4, 4, DRAFT_MODEL)
-    schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=3.0))  # reading the prompt: no catch-up
+    for catch_up in (3.0, 0.0, 0.0, 0.0):  # reading the prompt (no catch-up), then a run of 4 rounds
+        schedule._plan = Round(4, 4, DRAFT_MODEL)
+        schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=catch_up))
     assert schedule.memory.catch_up_seconds is None
-    for _ in range(6):  # lookup rounds without a match: its guesses are seldom kept
-        schedule._match, schedule._plan = (0, 0), Round(4, 4, PROMPT_LOOKUP)
-        schedule.observe_round(RoundResult(4, 0, 1e-5, 1.2))
-    schedule._plan = Round(4, 4, DRAFT_MODEL)
-    in_step = schedule.rates(0, 0)
-    schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=1.2))  # a catch-up call as dear as a verify call
     schedule._plan = Round(4, 4, PROMPT_LOOKUP)
-    behind = schedule.rates(0, 0)
-    draft = Round(4, 4, DRAFT_MODEL)
-    assert max(in_step, key=in_step.get).source == DRAFT_MODEL
-    assert schedule.memory.catch_up_seconds == 1.2 and behind[draft] < 0.6 * in_step[draft]  # about half: the round takes twice as long
+    schedule.observe_round(RoundResult(4, 3, 1e-5, 1.2))  # lookup keeps 3 tokens: the draft is 5 behind
+    behind, in_step = rates_behind_and_not(schedule)
+    # The round's 1.2 s verify call and 0.24 s of drafting, plus a catch-up priced as one call (0.06 s)
+    # spread over the 4 rounds a run lasts before this generation has finished one.
+    assert behind == pytest.approx(in_step * 1.44 / (1.44 + 0.06 / 4))
+    schedule._plan = Round(4, 4, DRAFT_MODEL)
+    schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=1.2))  # as dear as a verify call
+    schedule._plan = Round(4, 4, PROMPT_LOOKUP)
+    schedule.observe_round(RoundResult(4, 3, 1e-5, 1.2))
+    behind, in_step = rates_behind_and_not(schedule)
+    assert schedule.memory.catch_up_seconds == 1.2 and schedule.run_length == 4
+    assert behind == pytest.approx(in_step * 1.44 / (1.44 + 1.2 / 4))
     # The pair's next generation prices it so from its first round after lookup, not as one ordinary call.
     following = HybridK(4, memory=schedule.memory, costs=schedule.costs)
-    following._last_width, following._plan = 5, Round(4, 4, PROMPT_LOOKUP)
-    assert following.rates(0, 0)[draft] == pytest.approx(behind[draft])
+    following._last_width, following._plan, following._unread, following.run_length = 5, Round(4, 4, PROMPT_LOOKUP), 5, 4
+    assert following.rates(0, 0)[Round(4, 4, DRAFT_MODEL)] == pytest.approx(behind)
+
+
+def test_the_catch_up_is_priced_only_where_there_is_one_and_shared_by_the_run_it_starts():
+    schedule = timed(alpha_draft=0.6, call_seconds=0.06)
+    schedule._plan = Round(4, 4, DRAFT_MODEL)
+    schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=3.0))  # reads the prompt
+    schedule.memory.catch_up_seconds = 1.2
+    schedule._match, schedule._plan = (0, 0), Round(1, 1, PROMPT_LOOKUP)
+    schedule.observe_round(RoundResult(1, 0, 1e-5, 1.2))  # a failed guess: the next first step reads the one new token
+    behind, in_step = rates_behind_and_not(schedule)
+    assert behind == in_step
+    schedule.observe_plain(1.0)  # one token more: now a catch-up call first
+    behind, in_step = rates_behind_and_not(schedule)
+    assert behind < in_step
+    for _ in range(6):  # runs of one round between catch-ups: each round pays for a whole one
+        schedule._plan = Round(4, 4, PROMPT_LOOKUP)
+        schedule.observe_round(RoundResult(4, 4, 1e-5, 1.2))
+        schedule._plan = Round(4, 4, DRAFT_MODEL)
+        schedule.observe_round(RoundResult(4, 2, 0.24, 1.2, catch_up_seconds=1.2))
+    schedule._plan = Round(4, 4, PROMPT_LOOKUP)
+    schedule.observe_round(RoundResult(4, 4, 1e-5, 1.2))
+    assert schedule.run_length == pytest.approx(1.0, abs=0.05)
+    behind, in_step = rates_behind_and_not(schedule)
+    assert behind == pytest.approx(in_step * 1.44 / (1.44 + 1.2 * schedule.run_length ** -1))
 
 
 def test_each_source_learns_from_its_own_rounds():
@@ -67,6 +105,18 @@ def test_each_source_learns_from_its_own_rounds():
         schedule.observe_round(RoundResult(4, 0, 0.4, 1.2))
     assert schedule.memory.alpha < 0.2 and schedule.acceptance.alpha(3) == LookupAcceptance().alpha(3)  # lookup's untouched
     assert schedule.next_round(COPYING).source == PROMPT_LOOKUP
+
+
+def test_a_few_unlucky_rounds_do_not_push_out_a_draft_that_pays_over_its_long_record():
+    schedule = timed(alpha_draft=0.7, call_seconds=0.2)
+    for _ in range(6):  # six rounds in a row that keep nothing
+        schedule.next_round(NEW_TEXT)
+        schedule._plan = Round(4, 4, DRAFT_MODEL)
+        schedule.observe_round(RoundResult(4, 0, 0.8, 1.2))
+    assert schedule.memory.alpha < 0.25 and schedule.memory.long_alpha > 0.4
+    assert schedule.next_round(NEW_TEXT).source == DRAFT_MODEL
+    recent_only = timed(alpha_draft=0.2, call_seconds=0.2)  # where both agree it is poor, lookup's guesses win
+    assert recent_only.next_round(NEW_TEXT).source == PROMPT_LOOKUP
 
 
 def plans_until_the_model_drafts(schedule: HybridK, context: list[int], limit: int = 200) -> int:

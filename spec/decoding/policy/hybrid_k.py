@@ -17,6 +17,11 @@ from spec.decoding.policy.schedule import Round, RoundResult
 # only in rounds it drafts: without probes, a few bad rounds early on (or on an earlier prompt: the
 # pair's memory is shared) would leave it unused for good.
 _HYBRID_MAX_PAUSE = 64
+# Draft-model rounds between two catch-ups, until this generation has shown its own.
+_PRIOR_RUN = 4.0
+# Tokens the draft model reads with its first draft step of a round instead of in a catch-up call
+# (DraftModelDrafter): the last draft and the target's token after a round that kept every draft.
+_FOLDED = 2
 
 
 class HybridK(LookupK):
@@ -29,6 +34,10 @@ class HybridK(LookupK):
     dynamic. Its whole round is counted: after rounds it did not draft, the draft model first
     catches up on what the target kept (a call of its own), so taking over from a copy costs more
     than going on drafting, and the hybrid does not pay for the draft model where lookup would copy.
+    That call is paid once per run of draft-model rounds, so each round of a run bears its share (at
+    the length runs have had); and only where the draft is more tokens behind than its first step
+    reads anyway. Priced whole on every round after lookup's, even one that kept nothing, it kept the
+    model out wherever lookup's guesses beat one round by a little, however long the text without a copy.
     The model's estimates change only in rounds it drafts, so where lookup has no sure copy it is
     probed after a pause without it (8 rounds, doubling to 64 while probes confirm it does not pay).
     """
@@ -41,20 +50,26 @@ class HybridK(LookupK):
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
         self._read_prompt = False  # whether the draft model has read the prompt (its first round's "catch-up")
+        self._unread = 0  # tokens the target kept that the draft model has not read
+        self._run = 0  # draft-model rounds since its last catch-up
+        self.run_length: float | None = None  # draft-model rounds between two catch-ups, on average
         self.pause = Pause()  # rounds without the draft model before it is probed: the first pause starts now
         self.pause.start(_HYBRID_MAX_PAUSE)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
         m, behind = self.memory, 0.0
-        if self._plan.source != DRAFT_MODEL:  # it is behind: one call first to feed it what the target kept
-            behind = m.catch_up_seconds if m.catch_up_seconds is not None else m.call_seconds
+        if self._unread > _FOLDED:  # it is behind: one call first to feed it what the target kept
+            catch_up = m.catch_up_seconds if m.catch_up_seconds is not None else m.call_seconds
+            behind = catch_up / max(1.0, self.run_length if self.run_length is not None else _PRIOR_RUN)
         verify = {k: self.cost(k + 1) for k in (range(1, self.k + 1) if self.dynamic else (self.k,))}
-        guessed = self.acceptance.alpha(0)
+        # A few unlucky rounds must not push the model out (its estimates move only in rounds it
+        # drafts): it is weighed at the better of its recent acceptance and the pair's long record.
+        alpha, guessed = max(m.alpha, m.long_alpha), self.acceptance.alpha(0)
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
             tokens, survive = 1.0, 1.0
             for k in range(1, self.k + 1):  # the draft model's n tokens, then guesses up to width K+1
-                survive *= m.alpha if k <= n else guessed
+                survive *= alpha if k <= n else guessed
                 tokens += survive
                 if k >= n and k in verify:
                     rates[Round(k, n, DRAFT_MODEL)] = tokens / (verify[k] + behind + m.round_seconds(n))
@@ -85,12 +100,23 @@ class HybridK(LookupK):
         self.pause.start(_HYBRID_MAX_PAUSE)
         return max((plan for plan in rates if plan.source == DRAFT_MODEL), key=rates.get)
 
+    def observe_plain(self, seconds: float) -> None:
+        super().observe_plain(seconds)
+        self._unread += 1
+
     def observe_round(self, result: RoundResult) -> None:
         """Learn from the round just planned: lookup's as LookupK does; the draft model's into the pair's memory."""
         if self._plan.source != DRAFT_MODEL:
             super().observe_round(result)
+            self._unread += result.accepted + 1
             return
         drafted, accepted, draft_seconds, verify_seconds, catch_up_seconds, draft_calls = result
+        # It read what it missed and its own drafts but the last: what the target kept past those is new.
+        self._unread = 1 if accepted < drafted else accepted - drafted + 2
+        if catch_up_seconds and self._read_prompt:
+            self.run_length = decayed_average(self.run_length, self._run)
+            self._run = 0
+        self._run += 1
         self._observe_call(self._plan.k + 1, verify_seconds)
         m = self.memory
         if catch_up_seconds:
