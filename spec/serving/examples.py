@@ -1,6 +1,6 @@
 """The page's examples: coding tasks for the default pair, each labelled with what it shows.
 
-Prompt lookup shines when the answer copies the prompt. They are what a workshop clicks, so the
+Prompt lookup shines when the answer copies the prompt, the draft model where it writes anew. They are what a workshop clicks, so the
 server races them before anyone asks (preheating) and replays them (spec.serving.scheduler).
 """
 from __future__ import annotations
@@ -70,7 +70,7 @@ EXAMPLES: list[tuple[str, str]] = [  # (label: what it shows, prompt); measured 
         "        return subtotal * (1 - self.discount)\n",
     ),
     (
-        "Open question: little to copy, so little to gain",
+        "Open question: nothing to copy, so the 0.5B draft model drafts",
         "What is the difference between a list and a tuple in Python? Answer in a few sentences.",
     ),
 ]
