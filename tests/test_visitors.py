@@ -46,8 +46,10 @@ def _race(scheduler: Scheduler, target: str, draft: str | None = None, weight_fo
 
 
 @pytest.fixture
-def fresh_models_dir(tmp_path):
-    """An empty conversion cache for the test: what it holds is what the test made."""
+def fresh_models_dir(tmp_path, monkeypatch):
+    """An empty conversion cache for the test: what it holds is what the test made. The disk shows
+    500 GB free, so the limits the tests read are theirs, not those of the machine's disk that day."""
+    monkeypatch.setattr("spec.models.visitors._free_disk", lambda: 500 * 10**9)
     with models_dir_at(tmp_path / "models"):
         yield tmp_path / "models"
 
