@@ -46,6 +46,11 @@ class Drafter(Protocol):
         """Forget whatever does not extend `context` (the drafts the target rejected)."""
 
 
+# Tokens a draft model reads with its first draft step of a round rather than in a catch-up call of
+# its own: the last draft and the target's token, after a round that kept every draft.
+READ_WITH_FIRST_STEP = 2
+
+
 class DraftModelDrafter:
     """A small draft model, sampled with the same transforms as the target so q matches p's form."""
 
@@ -62,7 +67,7 @@ class DraftModelDrafter:
         self.roll_back(context)
         pending = list(context[len(self._cached) :])
         catch_up = 0.0
-        if len(pending) > 2:
+        if len(pending) > READ_WITH_FIRST_STEP:
             # The prompt, or what the target wrote while the draft sat out: read in one call, timed
             # apart, as no ordinary round pays for it.
             self.cache.forward(pending[:-1], keep=1)

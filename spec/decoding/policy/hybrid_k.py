@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
-from spec.decoding.drafters import PromptLookupDrafter
+from spec.decoding.drafters import READ_WITH_FIRST_STEP, PromptLookupDrafter
 from spec.decoding.policy.costs import CallCosts
 from spec.decoding.policy.decay import DECAY, decayed_average
 from spec.decoding.policy.expectations import PairMemory
@@ -19,9 +19,6 @@ from spec.decoding.policy.schedule import Round, RoundResult
 _HYBRID_MAX_PAUSE = 64
 # Draft-model rounds between two catch-ups, until this generation has shown its own.
 _PRIOR_RUN = 4.0
-# Tokens the draft model reads with its first draft step of a round instead of in a catch-up call
-# (DraftModelDrafter): the last draft and the target's token after a round that kept every draft.
-_FOLDED = 2
 
 
 class HybridK(LookupK):
@@ -59,7 +56,7 @@ class HybridK(LookupK):
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
         m, behind = self.memory, 0.0
-        if self._unread > _FOLDED:  # it is behind: one call first to feed it what the target kept
+        if self._unread > READ_WITH_FIRST_STEP:  # it is behind: one call first to feed it what the target kept
             catch_up = m.catch_up_seconds if m.catch_up_seconds is not None else m.call_seconds
             behind = catch_up / max(1.0, self.run_length if self.run_length is not None else _PRIOR_RUN)
         verify = {k: self.cost(k + 1) for k in (range(1, self.k + 1) if self.dynamic else (self.k,))}
