@@ -4,9 +4,9 @@
     python -m bench.screenshot --example 1 --out /tmp/race.png --width 1400 --height 1100
 
 Starts app.py on a free port (the default pair loaded at start-up, the examples not preheated, so
-the race runs live), opens the page in headless Chromium (Debian's, /usr/bin/chromium), presses
-Race on the chosen example with the page's starting settings, waits for the verdict and saves what
-the window shows. The browser and the app are stopped afterwards, also on failure. Models come from
+the race runs live; an example recorded earlier is raced again with "Race it live"), opens the page
+in headless Chromium (Debian's, /usr/bin/chromium), presses Race on the chosen example with the
+page's starting settings, waits for the verdict and saves what the window shows. The browser and the app are stopped afterwards, also on failure. Models come from
 SPEC_MODELS_DIR as the app finds them (prepared on first use: minutes). Exit 2 with one line when
 something is missing or does not answer.
 """
@@ -50,8 +50,14 @@ def _race_and_save(sync_playwright, url: str, prompt: str, out: Path, width: int
             time.sleep(2)  # the page's load handler sets the pair list and the drafter
             view.locator("#prompt textarea").fill(prompt)
             view.click("#run")
-            view.wait_for_function("() => document.querySelector('#status').innerText.includes('Racing')",
-                                   polling=500, timeout=timeout * 1000)
+            started = "() => ['Racing', 'recorded pace'].some(w => document.querySelector('#status').innerText.includes(w))"
+            view.wait_for_function(started, polling=500, timeout=timeout * 1000)
+            if "recorded pace" in view.locator("#status").inner_text():  # Race found a recording: race it live instead
+                view.click("#stop")
+                time.sleep(1.5)  # a stopped replay still says "replay": let the stop land
+                view.click("#race-live")
+                view.wait_for_function("() => document.querySelector('#status').innerText.includes('Racing')",
+                                       polling=500, timeout=timeout * 1000)
             view.wait_for_function("() => !document.querySelector('#status').innerText.includes('Racing')",
                                    polling=1000, timeout=timeout * 1000)
             view.locator(".speedup-faster, .speedup-slower, .speedup-unsettled").wait_for(timeout=30_000)

@@ -70,7 +70,7 @@ EXAMPLES: list[tuple[str, str]] = [  # (label: what it shows, prompt); measured 
         "        return subtotal * (1 - self.discount)\n",
     ),
     (
-        "Open question: nothing to copy, so the 0.5B draft model drafts",
-        "What is the difference between a list and a tuple in Python? Answer in a few sentences.",
+        "Open question: the 0.5B draft model drafts",
+        "What is the difference between a list and a tuple in Python? Explain when to use each.",
     ),
 ]
