@@ -676,3 +676,11 @@ def test_the_hub_is_asked_once_with_a_short_timeout(served, monkeypatch):
     assert app.check_hub() is False and len(asked) == 1 and asked[0] <= 5
     notice = app.on_load()[4]
     assert "Not available on this server" in notice.value and notice.visible
+
+
+def test_every_example_label_shows_whole():
+    """Gradio's page cuts an example's label after 60 characters ("..."): a label says what the
+    example shows, so it must fit."""
+    from spec.serving.examples import EXAMPLES
+
+    assert all(len(label) <= 60 for label, _ in EXAMPLES), [label for label, _ in EXAMPLES if len(label) > 60]
