@@ -6,9 +6,10 @@
 Starts app.py on a free port (the default pair loaded at start-up, the examples not preheated, so
 the race runs live; an example recorded earlier is raced again with "Race it live"), opens the page
 in headless Chromium (Debian's, /usr/bin/chromium), presses Race on the chosen example with the
-page's starting settings, waits for the verdict and saves what the window shows. The browser and the app are stopped afterwards, also on failure. Models come from
-SPEC_MODELS_DIR as the app finds them (prepared on first use: minutes). Exit 2 with one line when
-something is missing or does not answer.
+page's starting settings, waits for the verdict and saves what the window shows. The browser and
+the app are stopped afterwards, also on failure. Models come from SPEC_MODELS_DIR as the app finds
+them (prepared on first use: minutes). Exit 2 with one line when something is missing or does not
+answer.
 """
 from __future__ import annotations
 
