@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.served_app import REPO, Parser, SetupError, free_port, page, start_app, stop_app, wait_for_line
+from bench.served_app import REPO, Parser, SetupError, free_port, page, race_live, start_app, stop_app, wait_for_line
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -50,15 +50,7 @@ def _race_and_save(sync_playwright, url: str, prompt: str, out: Path, width: int
             view.wait_for_selector("#run", timeout=timeout * 1000)
             time.sleep(2)  # the page's load handler sets the pair list and the drafter
             view.locator("#prompt textarea").fill(prompt)
-            view.click("#run")
-            started = "() => ['Racing', 'recorded pace'].some(w => document.querySelector('#status').innerText.includes(w))"
-            view.wait_for_function(started, polling=500, timeout=timeout * 1000)
-            if "recorded pace" in view.locator("#status").inner_text():  # Race found a recording: race it live instead
-                view.click("#stop")
-                time.sleep(1.5)  # a stopped replay still says "replay": let the stop land
-                view.click("#race-live")
-                view.wait_for_function("() => document.querySelector('#status').innerText.includes('Racing')",
-                                       polling=500, timeout=timeout * 1000)
+            race_live(view, timeout)
             view.wait_for_function("() => !document.querySelector('#status').innerText.includes('Racing')",
                                    polling=1000, timeout=timeout * 1000)
             view.locator(".speedup-faster, .speedup-slower, .speedup-unsettled").wait_for(timeout=30_000)

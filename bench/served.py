@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 from bench.served_app import (
-    REPO, Page, Parser, SetupError, app_env, check_url, examples_from, free_port, numbers_of, page, start_app, stop_app,
-    wait_for_line,
+    REPO, Page, Parser, SetupError, app_env, check_url, examples_from, free_port, numbers_of, page, race_live, start_app,
+    stop_app, wait_for_line,
 )
 
 LANES = ("autoregressive", "speculative")
@@ -149,33 +149,13 @@ class Browser:
             except Exception:
                 pass
 
-    def _status(self) -> str:
-        return self.page.locator("#status").inner_text()
-
-    def _wait_status(self, words: tuple[str, ...], seconds: float) -> str:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            status = self._status()
-            if any(word in status for word in words):
-                return status
-            time.sleep(0.05)
-        raise SetupError(f"the page's status did not show any of {words} within {seconds:.0f} s (it shows {self._status()!r})")
-
     def race(self, client, page: Page, prompt: str, max_new_tokens: int) -> dict[str, float]:
         """Decode tokens/s of each lane of a live race the page itself started and renders."""
         self.page.locator("#prompt textarea").fill(prompt)
         slider = self.page.locator("#max-new-tokens input[type=number]")
         slider.fill(str(max_new_tokens))
         slider.press("Enter")
-        clicked = time.time()
-        self.page.click("#run")
-        status = self._wait_status(("Racing live", "recorded pace", "Joined"), self.timeout)
-        if "recorded pace" in status:  # Race found a replay: stop it and race it live
-            self.page.click("#stop")  # a stopped replay still says "replay": give the stop a moment to land
-            time.sleep(1.5)
-            clicked = time.time()
-            self.page.click("#race-live")
-            self._wait_status(("Racing live",), self.timeout)
+        clicked = race_live(self.page, self.timeout)
         # Wait for the verdict without polling from here (each poll is work on the page), then ask
         # /race for the same race: a replay, whose numbers are the page's race's. (A second viewer
         # joining the race for its numbers would be serving work no visitor's page causes.)

@@ -106,6 +106,31 @@ def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: f
     return wait_until(found, timeout, f"no line matching {pattern!r} in {log} within {timeout:.0f} s")
 
 
+# --- Driving the page in a browser -------------------------------------------------------------
+
+def page_status(view, words: tuple[str, ...], seconds: float) -> str:
+    """The page's status line (#status) once it shows one of `words`; SetupError after `seconds`."""
+    def shown() -> str | None:
+        status = view.locator("#status").inner_text()
+        return status if any(word in status for word in words) else None
+    return wait_until(shown, seconds, f"the page's status did not show any of {words} within {seconds:.0f} s", every=0.05)
+
+
+def race_live(view, seconds: float) -> float:
+    """Press Race on the page (a Playwright page) and see the race computed live: where Race finds
+    a recording and replays it, stop the replay and press "Race it live". Returns the time.time()
+    of the click that started the live race."""
+    clicked = time.time()
+    view.click("#run")
+    if "recorded pace" in page_status(view, ("Racing live", "recorded pace", "Joined"), seconds):
+        view.click("#stop")
+        time.sleep(1.5)  # a stopped replay still says "replay": let the stop land
+        clicked = time.time()
+        view.click("#race-live")
+        page_status(view, ("Racing live",), seconds)
+    return clicked
+
+
 def check_url(url: str) -> str:
     """`url` with a trailing slash, once it answers; SetupError otherwise."""
     url = url if url.endswith("/") else url + "/"

@@ -1,7 +1,8 @@
 """The page's examples: coding tasks for the default pair, each labelled with what it shows.
 
-Prompt lookup shines when the answer copies the prompt, the draft model where it writes anew. They are what a workshop clicks, so the
-server races them before anyone asks (preheating) and replays them (spec.serving.scheduler).
+Prompt lookup shines when the answer copies the prompt, the draft model where it writes anew. They
+are what a workshop clicks, so the server races them before anyone asks (preheating) and replays
+them (spec.serving.scheduler).
 """
 from __future__ import annotations
 
