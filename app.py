@@ -21,7 +21,8 @@ from typing import Iterator
 import gradio as gr
 
 import render
-from spec.config import DRAFT_MODEL, F32, HYBRID, PROMPT_LOOKUP, ModelKey
+from spec.config import F32, ModelKey
+from spec.decoding.plugins import PLUGINS
 from spec.errors import ModelError
 from spec.models import hub, library_output
 from spec.models.conversion_cache import models_dir
@@ -63,7 +64,7 @@ DEFAULT_PRESET = PRESETS[0]
 # While the default pair is prepared for its first use (minutes), the page races on this one.
 QUICK_PRESET = next((p for p in PRESETS if p.target == QUICK_REF), DEFAULT_PRESET)
 # The drafters the page offers, in the order shown; a pair offers those in its Preset.drafters.
-DRAFTER_CHOICES = [("Hybrid", HYBRID), ("Draft model", DRAFT_MODEL), ("Prompt lookup", PROMPT_LOOKUP)]
+DRAFTER_CHOICES = [(plugin.label, name) for name, plugin in PLUGINS.items()]
 
 # Visitors' models (a custom pair on a shared server) are weighed and bounded; the operator's never.
 visitor_models = VisitorModels(S.visitor_limits(), protected={ref for p in PRESETS for ref in (p.target, p.draft) if ref})

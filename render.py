@@ -12,7 +12,8 @@ from typing import NamedTuple
 
 import segno
 
-from spec.config import AUTOREGRESSIVE, HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
+from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig
+from spec.decoding.plugins import PLUGINS
 from spec.decoding.metrics import Stats
 from spec.serving.audience import short_link
 from spec.serving.lanes import Lane
@@ -331,7 +332,7 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
         message = ("Replaced by your newer request: each visitor has one race waiting in line." if replaced
                    else "Stopped before the race began.")
         return PageUpdate(status(message, "info"), numbers=view_numbers(view), race_it_live=live_button)
-    how = {PROMPT_LOOKUP: " with prompt lookup", HYBRID: " with the hybrid drafter"}.get(drafter, " with a draft model")
+    how = " with " + (PLUGINS[drafter].words if drafter in PLUGINS else "a draft model")
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
     ended = view.phase.ended
     if not ended:

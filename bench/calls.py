@@ -188,12 +188,22 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
         sampler = Sampler(0.0, 0, 1.0, len(tokenizer), np.random.default_rng(0))
         ngram = getattr(config, "max_matching_ngram_size", None) or config.prompt_lookup_max_ngram  # an --engine before the rename
         drafter = PromptLookupDrafter(ngram, history=history.corpus(prompt_ids) if history else None)
-        steps = list(speculative.speculative(target, drafter, sampler, generation, args.k))
+        steps = list(_lookup_steps(speculative, target, drafter, sampler, generation, config))
         tokens = [t for step in steps for t in step.token_ids]
         if history is not None:
             history.add(prompt_ids, want)
         records.append(_record(prompt_id, "prompt-lookup (replayed)", tokens, want, target.widths[1:], 0, curve, args.switch))
     return records
+
+
+def _lookup_steps(speculative, target, drafter, sampler, generation, config):
+    """The loop's steps with prompt lookup's schedule, as the engine under test pairs them."""
+    try:
+        from spec.decoding.plugins import PLUGINS
+    except ImportError:  # an engine from before the plug-ins (--engine): the loop picked the schedule
+        return speculative.speculative(target, drafter, sampler, generation, config.num_assistant_tokens)
+    schedule = PLUGINS["prompt-lookup"].schedule(drafter, config, None, None)
+    return speculative.speculative(target, drafter, schedule, sampler, generation, lookup_ngram=drafter.max_ngram_size)
 
 
 class _ReplayTarget:
@@ -250,11 +260,17 @@ def _forget_pairs(target) -> None:
 
 def _pin_costs(curve, switch: float = SWITCH) -> None:
     """Make the schedules plan from the curve instead of from timings (which vary with the load)."""
-    try:
-        import spec.decoding.policy as chooser  # where the engine picks a schedule for a drafter
-    except ImportError:  # an engine from before the policy package (--engine): the loop picked it
-        import spec.decoding.speculative as chooser
-    CallCosts = chooser.CallCosts
+    try:  # where the engine picks a schedule for a drafter: each drafter's plug-in
+        import spec.decoding.plugins.hybrid as hybrid_home
+        import spec.decoding.plugins.prompt_lookup as lookup_home
+        from spec.decoding.policy import CallCosts
+    except ImportError:  # an engine from before the plug-ins (--engine): the policy package, or the loop, picked it
+        try:
+            import spec.decoding.policy as chooser
+        except ImportError:
+            import spec.decoding.speculative as chooser
+        hybrid_home = lookup_home = chooser
+        CallCosts = chooser.CallCosts
 
     def pinned(cls):
         class Pinned(cls):
@@ -274,8 +290,8 @@ def _pin_costs(curve, switch: float = SWITCH) -> None:
 
         return Pinned
 
-    chooser.LookupK = pinned(chooser.LookupK)
-    chooser.HybridK = pinned(chooser.HybridK)
+    lookup_home.LookupK = pinned(lookup_home.LookupK)
+    hybrid_home.HybridK = pinned(hybrid_home.HybridK)
 
 
 def table(records: list[dict], name: str, n: int, how: str = "greedy f32, priced on the prior cost curve") -> str:

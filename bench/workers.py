@@ -167,7 +167,8 @@ class _Ours:
 
     def run(self, job: dict) -> dict:
         from spec.config import GenerationConfig
-        from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, PROMPT_LOOKUP
+        from spec.config import AUTOREGRESSIVE, DRAFT_MODEL
+        from spec.decoding.plugins import needs_draft_model
         from spec.decoding.engine import stream
         from spec.decoding.generation import CORRECTION
 
@@ -182,7 +183,7 @@ class _Ours:
         )
         history = self.history if job.get("history", True) else None
         drafter = None if job["mode"] == AUTOREGRESSIVE else job.get("drafter") or DRAFT_MODEL
-        draft = self.draft if drafter not in (None, PROMPT_LOOKUP) else None
+        draft = self.draft if needs_draft_model(drafter) else None
         steps = stream(job["prompt"], self.target, config, draft=draft, drafter=drafter, history=history)
         tokens, corrections, step = [], 0, None
         started = time.perf_counter()  # encoding the prompt is done; prefill starts with the first step

@@ -11,10 +11,9 @@ from dataclasses import dataclass, field, fields, replace
 AUTOREGRESSIVE, SPECULATIVE = "autoregressive", "speculative"
 MODES = (AUTOREGRESSIVE, SPECULATIVE)
 
-# Drafters: a small draft model, copying from the context (no second model), or each round the
-# better of the two.
+# The built-in drafters' names: a small draft model, copying from the context (no second model), or
+# each round the better of the two. Each is a plug-in (spec.decoding.plugins), which lists them all.
 DRAFT_MODEL, PROMPT_LOOKUP, HYBRID = "draft-model", "prompt-lookup", "hybrid"
-DRAFTERS = (HYBRID, DRAFT_MODEL, PROMPT_LOOKUP)
 
 # "f32" pins exact arithmetic (a K-token verify call agrees with one-by-one decoding);
 # "default" gives that up for speed: activations rounded to 8 bits on the fly (spec.models.runtime).

@@ -2,10 +2,12 @@
 import numpy as np
 import pytest
 
-from spec.decoding.drafters import HybridDrafter, PromptLookupDrafter
+from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
+from spec.decoding.drafters import Drafter, HybridDrafter, PromptLookupDrafter
+from spec.decoding.plugins import PLUGINS
 from spec.decoding.policy import (
-    CallCosts, DynamicK, HybridK, LookupAcceptance, LookupK, PairMemory, Pause, Round, RoundResult, Schedule, expected_tokens,
-    match_key, predicted_speedup, prior_width_cost, schedule_for,
+    CallCosts, DynamicK, FixedK, HybridK, LookupAcceptance, LookupK, PairMemory, Pause, Round, RoundResult, Schedule,
+    expected_tokens, match_key, predicted_speedup, prior_width_cost,
 )
 
 T = 0.010  # seconds of a plain target step in these tests
@@ -28,24 +30,24 @@ def test_predicted_speedup_is_leviathans_formula():
     assert predicted_speedup(0.8, 4, 0.05, 1.5) == pytest.approx((1 - 0.8**5) / (0.2 * (4 * 0.05 + 1.5)))
 
 
-def test_each_drafter_gets_its_schedule_and_each_schedule_plays_the_one_role():
-    """The loop depends on the Schedule protocol alone; schedule_for picks the class."""
+def test_each_drafter_names_its_schedule_and_each_schedule_plays_the_one_role():
+    """The loop depends on the Schedule protocol alone; each drafter's plug-in picks the class."""
 
-    class DraftModel:  # a drafter that costs something to run, as a draft model does
-        name, free = "draft model", False
+    class DraftModel(Drafter):  # a drafter that costs something to run, as a draft model does
+        name = "draft model"
 
-    lookup = PromptLookupDrafter()
+    lookup, dynamic, fixed = PromptLookupDrafter(), GenerationConfig(), GenerationConfig(dynamic_k=False)
     chosen = {
-        "hybrid": schedule_for(HybridDrafter(DraftModel(), lookup), 4),
-        "lookup": schedule_for(lookup, 4),
-        "lookup, fixed K": schedule_for(lookup, 4, dynamic_k=False),
-        "draft model": schedule_for(DraftModel(), 4),
+        "hybrid": PLUGINS[HYBRID].schedule(HybridDrafter(DraftModel(), lookup), dynamic, None, None),
+        "lookup": PLUGINS[PROMPT_LOOKUP].schedule(lookup, dynamic, None, None),
+        "lookup, fixed K": PLUGINS[PROMPT_LOOKUP].schedule(lookup, fixed, None, None),
+        "draft model": PLUGINS[DRAFT_MODEL].schedule(DraftModel(), dynamic, None, None),
+        "draft model, fixed K": PLUGINS[DRAFT_MODEL].schedule(DraftModel(), fixed, None, None),
     }
     assert {name: type(schedule) for name, schedule in chosen.items()} == {
-        "hybrid": HybridK, "lookup": LookupK, "lookup, fixed K": DynamicK, "draft model": DynamicK,
+        "hybrid": HybridK, "lookup": LookupK, "lookup, fixed K": FixedK, "draft model": DynamicK, "draft model, fixed K": FixedK,
     }
     assert chosen["hybrid"].lookup is lookup and chosen["lookup"].lookup is lookup
-    assert chosen["lookup, fixed K"].free and not chosen["lookup, fixed K"].dynamic and not chosen["draft model"].free
     assert all(isinstance(schedule, Schedule) for schedule in chosen.values())
 
 
@@ -181,6 +183,19 @@ def test_fixed_k_never_falls_back():
     schedule.observe_plain(T)
     schedule.observe_round(RoundResult(3, 0, draft_seconds=1.0, verify_seconds=1.0))
     assert [schedule.next_draft_length() for _ in range(3)] == [3, 3, 3]
+
+
+def test_the_fixed_k_baseline_plans_what_dynamic_k_turned_off_plans_and_times_the_same_calls():
+    costs = {name: CallCosts() for name in ("fixed", "dynamic off")}
+    fixed, off = FixedK(3, costs["fixed"]), DynamicK(3, dynamic=False, costs=costs["dynamic off"])
+    for schedule in (fixed, off):
+        schedule.observe_prefill()
+        for _ in range(3):
+            schedule.observe_plain(T)
+        for verify in (1.2 * T, 1.3 * T, 1.25 * T):
+            assert schedule.next_round([1, 2, 3]) == Round(3, 3)
+            schedule.observe_round(RoundResult(3, 0, draft_seconds=1.0, verify_seconds=verify))
+    assert costs["fixed"] == costs["dynamic off"]
 
 
 def test_calls_that_are_no_fair_sample_do_not_move_the_costs():

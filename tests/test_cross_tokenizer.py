@@ -13,6 +13,7 @@ from spec.config import DRAFT_MODEL, GenerationConfig
 from spec.decoding.cross_tokenizer import CrossTokenizerDrafter, to_target_tokens
 from spec.decoding.engine import encode_prompt, stream
 from spec.decoding.generation import Generation
+from spec.decoding.plugins import PLUGINS
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
 from tests.conftest import assert_follows, exact_first_tokens
@@ -126,7 +127,8 @@ def run_with(target, drafter_cache_factory, bytes_tokenizer, k=4, max_new_tokens
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
     target_cache = target.model.new_cache()
     try:
-        steps = list(speculative(target_cache, drafter, sampler, generation, k, dynamic_k))
+        schedule = PLUGINS[DRAFT_MODEL].schedule(drafter, config, None, None)
+        steps = list(speculative(target_cache, drafter, schedule, sampler, generation))
     finally:
         target_cache.release()
     return [t for s in steps for t in s.token_ids], steps, cache
@@ -236,7 +238,8 @@ def test_sampled_cross_tokenizer_drafts_follow_the_target_distribution(cross_mod
         generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
         target_cache = target.model.new_cache()
         try:
-            steps = list(speculative(target_cache, drafter, Sampler(1.0, 4, 1.0, target.vocab_size, rng), generation, 2, False))
+            schedule = PLUGINS[DRAFT_MODEL].schedule(drafter, config, None, None)
+            steps = list(speculative(target_cache, drafter, schedule, Sampler(1.0, 4, 1.0, target.vocab_size, rng), generation))
         finally:
             target_cache.release()
         tokens = [t for s in steps for t in s.token_ids]

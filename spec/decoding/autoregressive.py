@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 import numpy as np
 
 from spec.decoding.generation import TARGET, Generation, Step
+from spec.decoding.metrics import Stats
 from spec.decoding.sampling import Sampler
 
 if TYPE_CHECKING:  # only for types: decoding itself runs on any object with forward()
@@ -18,6 +19,16 @@ def decode_one_token(cache: "StatefulLM", token_ids: Sequence[int], sampler: Sam
     """Feed the tokens the cache has not seen yet; return the next token and its distribution."""
     logits = cache.forward(token_ids, keep=1)
     return sampler.next_token(logits[-1])
+
+
+def target_step(cache: "StatefulLM", token: int, sampler: Sampler, stats: Stats) -> tuple[int, float]:
+    """One plain target call after the prompt: feed `token`, draw the next; counted and timed in `stats`.
+    Returns the next token and the call's seconds."""
+    started = time.perf_counter()
+    token, _ = decode_one_token(cache, [token], sampler)
+    seconds = time.perf_counter() - started
+    stats.record_plain(seconds)
+    return token, seconds
 
 
 def autoregressive(
@@ -37,8 +48,4 @@ def autoregressive(
         if cancel is not None and cancel.is_set():
             yield generation.cancel()
             return
-        started = time.perf_counter()
-        token, _ = decode_one_token(cache, [token], sampler)
-        generation.stats.target_seconds += time.perf_counter() - started
-        generation.stats.target_calls += 1
-        generation.stats.plain_steps += 1
+        token, _ = target_step(cache, token, sampler, generation.stats)

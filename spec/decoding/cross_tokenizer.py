@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from spec.decoding.drafters import Proposal
+from spec.decoding.drafters import Drafter, Proposal
 
 if TYPE_CHECKING:
     from spec.models.runtime import StatefulLM
@@ -74,11 +74,10 @@ def to_target_tokens(target_tokenizer, context_tail: Sequence[int], draft_text: 
     return tokens
 
 
-class CrossTokenizerDrafter:
+class CrossTokenizerDrafter(Drafter):
     """A draft model with a tokenizer of its own, drafting target tokens through its text."""
 
     name = "draft model, cross-tokenizer"
-    free = False
 
     def __init__(
         self,
@@ -136,6 +135,9 @@ class CrossTokenizerDrafter:
 
     def roll_back(self, context: Sequence[int]) -> None:
         pass  # the next proposal compares texts and rolls the draft's cache back then
+
+    def release(self) -> None:
+        self.cache.release()
 
     def _target_tokens(self, context: Sequence[int], drafted: list[int], ended: bool) -> list[int]:
         draft_text = self._decode(self.draft_tokenizer, drafted)

@@ -1,6 +1,7 @@
 """Drafters propose the next K tokens cheaply; the target then verifies them in one call.
 
-Drafters behind one small interface (as transformers' CandidateGenerator):
+Drafters behind one small interface, `Drafter` (as transformers' CandidateGenerator); each is
+offered to the engine, the page and the benchmark by a plug-in (spec.decoding.plugins):
 - DraftModelDrafter: a small model with its own KV cache, decoding K tokens autoregressively.
 - PromptLookupDrafter: copies what followed an earlier occurrence of the context's last n-gram
   (Saxena 2023), the one whose match reaches furthest back, as an editor copies unchanged code;
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 import numpy as np
 
 from spec.decoding.autoregressive import decode_one_token
-from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
+from spec.config import PROMPT_LOOKUP
+from spec.decoding.generation import ACCEPTED, LOOKUP
 from spec.decoding.history import SEPARATOR
 from spec.decoding.sampling import Sampler
 
@@ -30,13 +32,18 @@ class Proposal(NamedTuple):
     q: np.ndarray | None  # (n, vocab) draft distributions, or None: each token was certain (q one-hot)
     seconds: float  # time spent drafting, catching up included
     catch_up_seconds: float = 0.0  # of which feeding the draft what it missed (the prompt, or a pause)
-    source: str = DRAFT_MODEL  # who made them: DRAFT_MODEL or PROMPT_LOOKUP (free guesses are lookups)
+    kind: str = ACCEPTED  # their provenance once kept, as the page colours it (spec.decoding.generation)
     calls: int = 0  # the draft model's forward calls, the catch-up excluded: a round's cost is per call
 
 
 class Drafter(Protocol):
+    """Proposes tokens for one generation and forgets those the target rejects. A class that names
+    Drafter as its base inherits the defaults below."""
+
     name: str  # what drafts, in words (the CLI's JSON and the page say it)
-    free: bool  # drafting costs next to nothing (no model): it answers for the whole verify width
+    kind: str = ACCEPTED  # provenance of its tokens the target keeps: ACCEPTED (a model's) or LOOKUP (copied)
+    free: bool = False  # drafting costs next to nothing (no model): it answers for the whole verify width
+    target_vocab: int | None = None  # the target samples from its first this-many tokens, those q covers; None: all
 
     def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         """Up to n tokens to follow `context` (prompt + all accepted tokens); `source` is for a
@@ -45,22 +52,25 @@ class Drafter(Protocol):
     def roll_back(self, context: Sequence[int]) -> None:
         """Forget whatever does not extend `context` (the drafts the target rejected)."""
 
+    def release(self) -> None:
+        """The generation is over: give back what it holds (a draft model's KV cache)."""
+
 
 # Tokens a draft model reads with its first draft step of a round rather than in a catch-up call of
 # its own: the last draft and the target's token, after a round that kept every draft.
 READ_WITH_FIRST_STEP = 2
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(Drafter):
     """A small draft model, sampled with the same transforms as the target so q matches p's form."""
 
     name = "draft model"
-    free = False
 
     def __init__(self, cache: "StatefulLM", sampler: Sampler):
         self.cache = cache
         self.sampler = sampler
         self._cached: list[int] = []  # the tokens the draft's KV cache holds, in order
+        self.target_vocab = sampler.vocab_size  # q covers the ids both models share
 
     def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         started = time.perf_counter()
@@ -95,8 +105,11 @@ class DraftModelDrafter:
             self.cache.trim(keep)
             del self._cached[keep:]
 
+    def release(self) -> None:
+        self.cache.release()
 
-class PromptLookupDrafter:
+
+class PromptLookupDrafter(Drafter):
     """Copies like an editor: what followed the earlier occurrence that matches the context furthest
     back, and right after an edit cut a copy short, the source just past the edited token.
 
@@ -107,6 +120,7 @@ class PromptLookupDrafter:
     """
 
     name = "prompt lookup"
+    kind = LOOKUP
     free = True
 
     def __init__(self, max_ngram_size: int = 3, min_ngram_size: int = 1, history: np.ndarray | None = None):
@@ -153,12 +167,12 @@ class PromptLookupDrafter:
         match = self.match(context)
         if match is None or n <= 0:
             self._copy = self._matched = None
-            return Proposal(np.empty(0, dtype=np.int64), None, time.perf_counter() - started, source=PROMPT_LOOKUP)
+            return Proposal(np.empty(0, dtype=np.int64), None, time.perf_counter() - started, kind=LOOKUP)
         source = self.history if match.in_history else context
         tokens = np.asarray(source[match.start : match.start + min(n, match.available)], dtype=np.int64)
         self._copy = None if match.in_history else (len(context), match.start, len(tokens))
         self._matched = None  # what it matches next depends on this copy
-        return Proposal(tokens, None, time.perf_counter() - started, source=PROMPT_LOOKUP)
+        return Proposal(tokens, None, time.perf_counter() - started, kind=LOOKUP)
 
     def forget(self) -> None:
         """Another drafter drafted meanwhile: the last copy is no guide to the next one."""
@@ -167,15 +181,18 @@ class PromptLookupDrafter:
     def roll_back(self, context: Sequence[int]) -> None:
         pass  # it reads the context afresh every round
 
+    def release(self) -> None:
+        pass
 
-class HybridDrafter:
-    """A draft model and prompt lookup; each round the schedule says which one drafts."""
 
-    free = False
+class HybridDrafter(Drafter):
+    """A draft model and prompt lookup; each round the schedule says which one drafts (its
+    proposals carry the kind of the one that made them)."""
 
     def __init__(self, model: Drafter, lookup: PromptLookupDrafter):
         self.model, self.lookup = model, lookup
         self.name = f"hybrid: {model.name} or prompt lookup"
+        self.target_vocab = model.target_vocab
 
     def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         if source == PROMPT_LOOKUP:
@@ -185,6 +202,9 @@ class HybridDrafter:
 
     def roll_back(self, context: Sequence[int]) -> None:
         self.model.roll_back(context)
+
+    def release(self) -> None:
+        self.model.release()
 
 
 class Match(NamedTuple):

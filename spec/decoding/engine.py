@@ -11,75 +11,38 @@ from typing import Iterator
 import numpy as np
 
 from spec.decoding.autoregressive import autoregressive
-from spec.config import (
-    DRAFT_MODEL,
-    DRAFTERS,
-    HYBRID,
-    PROMPT_LOOKUP,
-    GenerationConfig,
-)
-from spec.decoding.cross_tokenizer import CrossTokenizerDrafter
-from spec.decoding.drafters import Drafter, DraftModelDrafter, HybridDrafter, PromptLookupDrafter
+from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
+from spec.decoding.drafters import Drafter
 from spec.decoding.generation import Generation, GenerationResult, Step
 from spec.decoding.history import AnswerHistory
+from spec.decoding.plugins import PLUGINS, DraftSetup, drafter_plugin
 from spec.decoding.policy import PairMemory
+from spec.decoding.prompt import encode_prompt
 from spec.models.registry import LoadedModel
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
 from spec.decoding.target_memory import target_memory
-from spec.decoding.vocab import shared_vocab_size
 
-
-def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> list[int]:
-    """Token ids of the prompt, wrapped in the model's chat template when it has one and chat is on."""
-    if not isinstance(prompt, str):
-        raise ValueError(f"prompt must be a string, got {type(prompt).__name__} {str(prompt)[:80]!r}")
-    if not prompt.strip():
-        raise ValueError(f"prompt is empty ({prompt!r}): give the model some text to continue")
-    if chat and getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-    return tokenizer(prompt)["input_ids"]
+__all__ = ["choose_drafter", "encode_prompt", "generate", "make_drafter", "stream"]
 
 
 def make_drafter(
     kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng, prompt: str = "",
     history: np.ndarray | None = None,
 ) -> Drafter:
-    """The drafter for a speculative run: a draft model sharing the target's vocabulary drafts its
-    tokens; one with another vocabulary drafts text, re-encoded for the target (`prompt` is then
-    encoded for it too); the hybrid drafts with that model or with prompt lookup, round by round.
-    `history`: the target's other answers, for prompt lookup to search (AnswerHistory.corpus)."""
-    if kind == PROMPT_LOOKUP:
-        return PromptLookupDrafter(config.max_matching_ngram_size, history=history)
-    if kind not in DRAFTERS:
-        raise ValueError(f"drafter must be one of {DRAFTERS}, got {kind!r}")
-    if draft is None:
+    """The drafter the plug-in called `kind` makes for one generation (spec.decoding.plugins).
+    `prompt` is the prompt's text (a draft with another tokenizer encodes it itself); `history`:
+    the target's other answers, for prompt lookup to search (AnswerHistory.corpus)."""
+    plugin = drafter_plugin(kind)
+    if plugin.needs_draft_model and draft is None:
         raise ValueError(f"the {kind} drafter needs a draft model: give one, or use prompt lookup")
-    if kind == HYBRID:
-        return HybridDrafter(
-            make_drafter(DRAFT_MODEL, target, draft, config, rng, prompt), PromptLookupDrafter(config.max_matching_ngram_size, history=history)
-        )
-    checked = target_memory(target).shared_vocab
-    if draft.ref not in checked:
-        checked[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
-    shared = checked[draft.ref]
-    if shared is None:
-        draft_prompt = encode_prompt(draft.tokenizer, prompt, config.chat)
-        target_prompt_length = len(encode_prompt(target.tokenizer, prompt, config.chat))
-        return CrossTokenizerDrafter(
-            draft.model.new_cache(), draft.tokenizer, target.tokenizer, draft_prompt, target_prompt_length,
-            draft.eos_token_ids, draft.vocab_size, draft.token_ids,
-        )
-    vocab = min(target.vocab_size, draft.vocab_size, shared)
-    sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng, draft.token_ids)
-    return DraftModelDrafter(draft.model.new_cache(), sampler)
+    return plugin.drafter(DraftSetup(target, draft, config, rng, prompt, history))
 
 
 def choose_drafter(draft: LoadedModel | None, prompt_lookup: bool, drafter: str | None = None) -> str | None:
     """The drafter a call asks for, as transformers and openvino-genai read their arguments: a draft
     model drafts, prompt lookup drafts, both make the hybrid, neither decodes plainly (None). An
-    explicit `drafter` is checked against them; ValueError names what does not fit."""
+    explicit `drafter` (any plug-in's name) is checked against them; ValueError names what does not fit."""
     if not isinstance(prompt_lookup, bool):
         raise ValueError(f"prompt_lookup must be True or False, got {prompt_lookup!r}")
     if draft is not None and not isinstance(draft, LoadedModel):
@@ -88,11 +51,9 @@ def choose_drafter(draft: LoadedModel | None, prompt_lookup: bool, drafter: str 
         if draft is not None:
             return HYBRID if prompt_lookup else DRAFT_MODEL
         return PROMPT_LOOKUP if prompt_lookup else None
-    if drafter not in DRAFTERS:
-        raise ValueError(f"drafter must be one of {', '.join(DRAFTERS)}, got {drafter!r}")
-    if drafter in (HYBRID, DRAFT_MODEL) and draft is None:
+    if drafter_plugin(drafter).needs_draft_model and draft is None:
         raise ValueError(f"the {drafter} drafter needs a draft model: pass draft=load_model(...), or prompt_lookup=True")
-    if drafter == PROMPT_LOOKUP and draft is not None:
+    if not PLUGINS[drafter].needs_draft_model and draft is not None:
         raise ValueError(f"drafter={drafter!r} drafts without a model, but draft={draft.ref!r} was given: "
                          "leave out one of the two, or use drafter='hybrid'")
     if drafter == DRAFT_MODEL and prompt_lookup:
@@ -119,7 +80,7 @@ def stream(
     Plain autoregressive decoding unless a drafter is asked for: `draft=` a loaded model (as
     transformers' `assistant_model=`, openvino-genai's `draft_model=`), `prompt_lookup=True`, or
     both for the hybrid, which drafts each round with whichever pays more; `drafter=` names one
-    explicitly (DRAFT_MODEL, PROMPT_LOOKUP or HYBRID). Generation settings are GenerationConfig's
+    explicitly (a name in spec.decoding.plugins.PLUGINS: DRAFT_MODEL, PROMPT_LOOKUP, HYBRID). Generation settings are GenerationConfig's
     fields as keywords (`max_new_tokens=64, temperature=0.7`), on top of `config` if one is given.
     cancel: set it to stop after the current step. history: the target's earlier answers; prompt
     lookup (alone or in the hybrid) searches those to other prompts, and a generation that
@@ -135,31 +96,27 @@ def stream(
     kind = choose_drafter(draft, prompt_lookup, drafter)
     prompt_ids = encode_prompt(target.tokenizer, prompt, config.chat)
     rng = np.random.default_rng(config.seed)
-    vocab = target.vocab_size
+    chosen = None
     if kind is not None:
         chosen = make_drafter(kind, target, draft, config, rng, prompt, history.corpus(prompt_ids) if history else None)
-        model = chosen.model if isinstance(chosen, HybridDrafter) else chosen
-        if isinstance(model, DraftModelDrafter):
-            vocab = model.sampler.vocab_size
+    vocab = chosen.target_vocab if chosen is not None and chosen.target_vocab is not None else target.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
-    target_cache = target.model.new_cache()
-    if kind is None:
-        return _releasing(autoregressive(target_cache, sampler, generation, cancel), [target_cache], history, generation)
+    if chosen is None:
+        target_cache = target.model.new_cache()
+        return _releasing(autoregressive(target_cache, sampler, generation, cancel), target_cache, None, history, generation)
+    target_cache = target.for_rounds()[0].new_cache()  # compiled as verify rounds run fastest on this machine
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
     # learned of them carries over to the next generation. Prompt lookup's payoff depends on the
-    # prompt, so it starts afresh. The hybrid learns apart from the draft model alone: it drafts
+    # prompt, so it starts afresh. Each drafter learns apart (the key names it): the hybrid drafts
     # with the model only where lookup finds nothing, the hard places, and its acceptance there
     # would make the model alone look worse than it is.
-    learned, memory, caches = target_memory(target), None, [target_cache]
-    if isinstance(model, (DraftModelDrafter, CrossTokenizerDrafter)):
+    plugin, learned, memory = PLUGINS[kind], target_memory(target), None
+    if plugin.needs_draft_model:
         memory = learned.pairs.setdefault((str(draft.resolved.path), kind), PairMemory())
-        caches.append(model.cache)
-    steps = speculative(
-        target_cache, chosen, sampler, generation, config.num_assistant_tokens, config.dynamic_k, memory, cancel,
-        config.max_matching_ngram_size, learned.call_costs,
-    )
-    return _releasing(steps, caches, history, generation)
+    schedule = plugin.schedule(chosen, config, memory, learned.call_costs)
+    steps = speculative(target_cache, chosen, schedule, sampler, generation, cancel, config.max_matching_ngram_size)
+    return _releasing(steps, target_cache, chosen, history, generation)
 
 
 def generate(
@@ -189,15 +146,17 @@ def generate(
 
 
 def _releasing(
-    steps: Iterator[Step], caches: list, history: AnswerHistory | None = None, generation: Generation | None = None,
+    steps: Iterator[Step], target_cache, drafter: Drafter | None, history: AnswerHistory | None, generation: Generation,
 ) -> Iterator[Step]:
-    """`steps`, then the KV caches go back to their models' pools: when the generation ends, is
-    closed (Stop, a closed tab) or is dropped. A generation that ran to its end adds its answer to `history`."""
+    """`steps`, then the KV caches (the target's, and the drafter's if it has one) go back to their
+    models' pools: when the generation ends, is closed (Stop, a closed tab) or is dropped. A
+    generation that ran to its end adds its answer to `history`."""
     try:
         yield from steps
         if history is not None and generation.stats.stop_reason != "cancelled":
             history.add(generation.prompt_ids, generation.token_ids)
     finally:
         steps.close()
-        for cache in caches:
-            cache.release()
+        target_cache.release()
+        if drafter is not None:
+            drafter.release()

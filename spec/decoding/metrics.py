@@ -61,7 +61,26 @@ class Stats:
         """A copy that later steps of the generation leave as it is."""
         return replace(self, accepted_histogram=list(self.accepted_histogram))
 
-    def record_round(self, accepted: int) -> None:
+    def record_plain(self, seconds: float) -> None:
+        """A one-token target call after the prompt's took `seconds`."""
+        self.target_calls += 1
+        self.plain_steps += 1
+        self.target_seconds += seconds
+
+    def record_round(self, k: int, accepted: int, accepted_lookup: int, draft_tokens: int, draft_seconds: float,
+                     catch_up_seconds: float, verify_seconds: float) -> None:
+        """A round of speculative decoding: the drafter made `draft_tokens` (in `draft_seconds`, of
+        which `catch_up_seconds` catching up), free guesses filled the rest of the K drafts, and one
+        verify call of `verify_seconds` kept `accepted` of them (`accepted_lookup` of those lookups)."""
+        self.target_calls += 1
+        self.target_seconds += verify_seconds
+        self.verify_seconds += verify_seconds
+        self.draft_seconds += draft_seconds
+        self.draft_catch_up_seconds += catch_up_seconds
+        self.draft_tokens += draft_tokens
+        self.drafted += k
+        self.accepted += accepted
+        self.accepted_lookup += accepted_lookup
         if len(self.accepted_histogram) <= accepted:
             self.accepted_histogram.extend([0] * (accepted + 1 - len(self.accepted_histogram)))
         self.accepted_histogram[accepted] += 1

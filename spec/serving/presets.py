@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from spec.config import DEFAULT_PRECISION, DRAFT_MODEL, DRAFT_VOCABULARY, DRAFTERS, HYBRID, INT4, INT8, PROMPT_LOOKUP, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, INT4, INT8, ModelKey
+from spec.decoding.plugins import PLUGINS
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
 
 CUSTOM = "Custom pair"
@@ -32,8 +33,9 @@ class Preset:
 
     @property
     def drafters(self) -> tuple[str, ...]:
-        """The drafters this pair supports, the default first."""
-        return (HYBRID, DRAFT_MODEL, PROMPT_LOOKUP) if self.draft or self.label == CUSTOM else (PROMPT_LOOKUP,)
+        """The drafters this pair supports, the default first: without a draft model, those that need none."""
+        with_model = bool(self.draft) or self.label == CUSTOM
+        return tuple(name for name, plugin in PLUGINS.items() if with_model or not plugin.needs_draft_model)
 
     def models(self, drafter: str, custom_target: str = "", custom_draft: str = "") -> tuple[str, str | None]:
         """The target and draft references to load for `drafter` (the draft only when it drafts).
@@ -45,11 +47,14 @@ class Preset:
             target, draft = (custom_target or "").strip(), (custom_draft or "").strip() or None
             if not target:
                 raise ValueError("Custom pair: type a target model (a Hub id like owner/name, or a local folder).")
-        if drafter not in DRAFTERS:
-            raise ValueError("Choose a drafter: hybrid, draft model or prompt lookup.")
-        if drafter != PROMPT_LOOKUP and not draft:
+        if drafter not in PLUGINS:
+            *others, last = (plugin.label.lower() for plugin in PLUGINS.values())
+            raise ValueError(f"Choose a drafter: {', '.join(others)} or {last}.")
+        if not PLUGINS[drafter].needs_draft_model:
+            return target, None
+        if not draft:
             raise ValueError("This pair has no draft model: choose prompt lookup, or type a draft model in the custom pair.")
-        return target, draft if drafter != PROMPT_LOOKUP else None
+        return target, draft
 
     def keys(self, target: str, draft: str | None, device: str = "CPU", hub_only: bool = False
              ) -> tuple[ModelKey, ModelKey | None]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig
+from spec.config import DRAFT_MODEL, GenerationConfig
+from spec.decoding.plugins import PLUGINS
 from spec.serving.presets import CUSTOM, Preset
 
 
@@ -64,7 +65,7 @@ def offered_drafters(pair: Preset, choices: list[tuple[str, str]], custom_draft:
     """The (label, drafter) choices `pair` offers, and the one to select (`current` if offered, else
     the pair's default): a custom pair offers the draft model only once one is typed."""
     offered = [(label, value) for label, value in choices if value in pair.drafters
-               and (pair.label != CUSTOM or value == PROMPT_LOOKUP or (custom_draft or "").strip())]
+               and (pair.label != CUSTOM or not PLUGINS[value].needs_draft_model or (custom_draft or "").strip())]
     values = [value for _, value in offered]
     default = next((d for d in pair.drafters if d in values), values[0] if values else None)
     return offered, current if current in values else default

@@ -1,0 +1,25 @@
+"""The hybrid: each round prompt lookup or the draft model, whichever is expected to keep more
+tokens per second (spec.decoding.policy.HybridK decides)."""
+from __future__ import annotations
+
+from spec.config import HYBRID, GenerationConfig
+from spec.decoding.drafters import HybridDrafter, PromptLookupDrafter
+from spec.decoding.plugins.draft_model import DraftModelPlugin
+from spec.decoding.plugins.plugin import DraftSetup
+from spec.decoding.policy import CallCosts, HybridK, PairMemory, Schedule
+
+
+class HybridPlugin:
+    name = HYBRID
+    label = "Hybrid"
+    words = "the hybrid drafter"
+    needs_draft_model = True
+
+    def drafter(self, setup: DraftSetup) -> HybridDrafter:
+        lookup = PromptLookupDrafter(setup.config.max_matching_ngram_size, history=setup.history)
+        return HybridDrafter(DraftModelPlugin().drafter(setup), lookup)
+
+    def schedule(self, drafter: HybridDrafter, config: GenerationConfig, memory: PairMemory | None,
+                 costs: CallCosts | None) -> Schedule:
+        return HybridK(config.num_assistant_tokens, config.dynamic_k, memory, config.max_matching_ngram_size,
+                       drafter.lookup, costs)
