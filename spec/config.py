@@ -54,7 +54,10 @@ class GenerationConfig:
     temperature: float = 0.0  # 0 means greedy decoding
     top_k: int = 0  # keep only the k most likely tokens; 0 keeps all
     top_p: float = 1.0  # nucleus sampling mass; 1.0 keeps all
-    seed: int | None = None  # seeds sampling (and speculative acceptance) for reproducible runs
+    # Seeds sampling and speculative acceptance. A sampled run repeats token for token when decoding is
+    # autoregressive or K is fixed; with dynamic K the rounds follow timings measured as it runs, so
+    # the draws fall differently each run (the output still follows the target's distribution).
+    seed: int | None = None
     num_assistant_tokens: int = 4  # K: drafts each verify call checks (its width is K+1)
     dynamic_k: bool = True  # adapt how many tokens a draft model makes; plain steps when drafting does not pay
     # The longest n-gram prompt lookup matches (shorter if absent); its match may reach further back.
