@@ -36,7 +36,7 @@ from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
 from spec.serving import warmup
 from spec.serving.audience import Audience, page_url, public_address
 from spec.serving.limits import Limits
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.recording import RaceRequest
 from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
 from spec.serving.scheduler import Busy, Scheduler
@@ -150,12 +150,12 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
         try:
             watch_id, first = next(_watches), True
             for view in watch(recording, how, scheduler.place, cancel, S.update_seconds):
-                if view.phase == Phase.FAILED:
+                if view.phase == RacePhase.FAILED:
                     view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
                 yield _page(render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
                                            first, watch_id))
-                first = first and view.phase in (Phase.WAITING, Phase.LOADING)  # the panes reset with the first tokens
-            if view.phase == Phase.FAILED:
+                first = first and view.phase in (RacePhase.WAITING, RacePhase.LOADING)  # the panes reset with the first tokens
+            if view.phase == RacePhase.FAILED:
                 raise gr.Error(view.error, print_exception=False)
         finally:
             scheduler.leave(recording)

@@ -18,7 +18,7 @@ from spec.decoding.metrics import Stats
 from spec.serving.audience import short_link
 from spec.serving.lanes import Lane
 from spec.serving.numbers import view_numbers
-from spec.serving.phases import Phase, Viewing
+from spec.serving.phases import RacePhase, Viewing
 from spec.serving.playback import View, replay_label
 from spec.serving.verdict import CANCELLED, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, REPLACED, Explanation, Verdict, explain
 
@@ -276,18 +276,18 @@ def _watching(view: View) -> str:
 
 
 def _status(view: View, time_limit: float | None) -> str:
-    if view.phase == Phase.WAITING and not view.ahead:
+    if view.phase == RacePhase.WAITING and not view.ahead:
         return status(f"⏳ starting…{_watching(view)}", "waiting")  # next in line: no place to report
-    if view.phase == Phase.WAITING:
+    if view.phase == RacePhase.WAITING:
         wait = f", about {_duration(view.wait_seconds)}" if view.wait_seconds else ""
         return status(f"⏳ waiting: {view.ahead} ahead{wait}{_watching(view)}", "waiting")
-    if view.phase == Phase.LOADING:
+    if view.phase == RacePhase.LOADING:
         lines = "".join(f"<br>{html.escape(role)}: {html.escape(message)}" for role, message in view.loading.items())
         return status(f"Loading models (only a pair's first use waits){lines}", "loading")
     if view.how == Viewing.REPLAY:
         label = html.escape(replay_label(view))
         return status(f"▶ {label[:1].upper()}{label[1:]}: shown at its recorded pace{_watching(view)}", "replay")
-    if view.phase == Phase.RACING:
+    if view.phase == RacePhase.RACING:
         joined = "Joined a race already under way: shown from its start" if view.how == Viewing.JOINED else "Racing live…"
         return status(f"{joined}{_watching(view)}", "racing")
     result = view.verdict
@@ -321,11 +321,11 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     """What one view of a race changes on the page. While a race waits or loads, the previous race
     stays on screen; a failure says its sentence next to Race."""
     live_button = view.how == Viewing.REPLAY  # the "race it live" button shows beside a replay
-    if view.phase == Phase.FAILED:
+    if view.phase == RacePhase.FAILED:
         return PageUpdate(status(html.escape(view.error or ""), "error"), numbers=view_numbers(view), race_it_live=live_button)
     ar, sp = view.autoregressive, view.speculative
     nothing_shown = not ar.trace and not sp.trace
-    if view.phase in (Phase.WAITING, Phase.LOADING) or (nothing_shown and not view.phase.ended):  # racing, no step shown yet
+    if view.phase in (RacePhase.WAITING, RacePhase.LOADING) or (nothing_shown and not view.phase.ended):  # racing, no step shown yet
         return PageUpdate(_status(view, time_limit), race_it_live=live_button)
     if nothing_shown:  # stopped while it waited or loaded: the last race stays on screen
         replaced = view.verdict is not None and view.verdict.stopped == REPLACED

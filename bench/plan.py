@@ -107,7 +107,7 @@ class Setting:
 
 
 @dataclass
-class Plan:
+class BenchPlan:
     target_label: str
     target_path: str
     drafts: list[Draft]
@@ -137,7 +137,7 @@ def build_plan(
     peer_k: int,
     precision: str,
     exactness: bool = True,
-) -> Plan:
+) -> BenchPlan:
     """Families and settings for one run.
 
     Draft models are swept on open-ended prompts (where a model is the only way to guess), prompt
@@ -189,10 +189,10 @@ class _PlanBuilder:
         if setting not in self.settings:
             self.settings.append(setting)
 
-    def build(self, target_label: str) -> Plan:
+    def build(self, target_label: str) -> BenchPlan:
         costs = Family("ours · per-call costs", "costs", self.target_path, drafts=tuple(d.path for d in self.drafts),
                        precision=self.precision, draft_vocabularies=tuple(d.vocabulary for d in self.drafts))
-        return Plan(target_label, self.target_path, self.drafts, self.prompt_sets, list(self.families.values()), self.settings, costs)
+        return BenchPlan(target_label, self.target_path, self.drafts, self.prompt_sets, list(self.families.values()), self.settings, costs)
 
     # --- Our families -----------------------------------------------------------------------
 

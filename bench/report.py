@@ -10,7 +10,7 @@ import re
 import statistics
 from collections import defaultdict
 
-from bench.plan import AR, DRAFT_MODEL, GENAI, HYBRID, LOOKUP, OURS, SPEC, Plan, Setting
+from bench.plan import AR, DRAFT_MODEL, GENAI, HYBRID, LOOKUP, OURS, SPEC, BenchPlan, Setting
 from spec.decoding.policy import predicted_speedup
 
 DYNAMIC_FLOOR = 0.95  # dynamic K must never fall below this fraction of our autoregressive speed
@@ -26,7 +26,7 @@ PAIR_GOALS = {"open": 1.35, "grounded": 1.9, "humaneval": 2.3, "sampled": 1.2}
 DRAFT_TOKEN_CEILING = 0.30  # a draft model's token, all in (its catch-up of the prompt aside), in target steps
 
 
-def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]:
+def summarize(plan: BenchPlan, records: list[dict], costs: dict | None) -> list[dict]:
     """One summary per setting: median tokens/s, speed-ups over our autoregressive (whole run and decode,
     over the set and the median per prompt), acceptance, predictions."""
     by_setting: dict[int, list[dict]] = defaultdict(list)
@@ -59,7 +59,7 @@ def summarize(plan: Plan, records: list[dict], costs: dict | None) -> list[dict]
     return summaries
 
 
-def derive(plan: Plan, records: list[dict], costs: dict | None) -> dict:
+def derive(plan: BenchPlan, records: list[dict], costs: dict | None) -> dict:
     """Everything a report derives from its records: summaries, ours ÷ peer (whole run and decode),
     target verdicts and the f32 exactness checks (a run writes them; bench.rewrite derives them again)."""
     summaries = summarize(plan, records, costs)
@@ -139,7 +139,7 @@ def _same_tokens(rows: list[dict], baseline_rows: list[dict]) -> str | None:
     return f"{sum(theirs[p] == ours[p] for p in shared)}/{len(shared)}"
 
 
-def _baseline(plan: Plan, setting: Setting) -> int | None:
+def _baseline(plan: BenchPlan, setting: Setting) -> int | None:
     """Index of our autoregressive setting on the same prompts, N, decoding (and exactness run)."""
     for i, other in enumerate(plan.settings):
         if (other.engine, other.mode) == (OURS, AR) and (other.prompt_set, other.max_new_tokens, other.sampled, other.exactness) == (
@@ -175,7 +175,7 @@ def _median_ratio(ours: dict[int, float], theirs: dict[int, float]) -> float | N
 # --- targets -------------------------------------------------------------------------------------
 
 
-def check_targets(plan: Plan, records: list[dict], summaries: list[dict], costs: dict | None) -> list[dict]:
+def check_targets(plan: BenchPlan, records: list[dict], summaries: list[dict], costs: dict | None) -> list[dict]:
     """The issue's targets, each with the measured value, what is needed and whether it is met."""
     rates = rates_per_repeat(records)
     settings = plan.settings
@@ -255,14 +255,14 @@ def per_prompt_speedups(records: list[dict], setting: int, baseline: int, decode
     return out
 
 
-def _find(plan: Plan, **fields) -> int | None:
+def _find(plan: BenchPlan, **fields) -> int | None:
     for i, s in enumerate(plan.settings):
         if s.engine == OURS and not s.exactness and all(getattr(s, key) == value for key, value in fields.items()):
             return i
     return None
 
 
-def _per_prompt_targets(plan: Plan, records: list[dict], summaries: list[dict]) -> list[dict]:
+def _per_prompt_targets(plan: BenchPlan, records: list[dict], summaries: list[dict]) -> list[dict]:
     """The targets judged prompt by prompt: prompt lookup's and the hybrid's median, dynamic K against
     the best fixed K, a draft model's floor, the hybrid against the better of its drafters."""
     out = []
@@ -338,7 +338,7 @@ def _per_prompt_targets(plan: Plan, records: list[dict], summaries: list[dict]) 
     return out
 
 
-def exactness(plan: Plan, records: list[dict]) -> list[dict]:
+def exactness(plan: BenchPlan, records: list[dict]) -> list[dict]:
     """For each f32 check: whether its greedy tokens equal f32 autoregressive's, per prompt."""
     tokens = {(row["setting"], row["prompt"]): row.get("tokens") for row in records if row["repeat"] == 0}
     out = []
@@ -353,7 +353,7 @@ def exactness(plan: Plan, records: list[dict]) -> list[dict]:
     return out
 
 
-def _ours_like(plan: Plan, peer: Setting) -> int | None:
+def _ours_like(plan: BenchPlan, peer: Setting) -> int | None:
     """Our setting with the same method, K, prompts, N and decoding as a peer's."""
     for i, s in enumerate(plan.settings):
         if s.engine == OURS and not s.exactness and (s.mode, s.drafter, s.draft, s.k, s.dynamic, s.sampled, s.max_new_tokens, s.prompt_set) == (
@@ -363,7 +363,7 @@ def _ours_like(plan: Plan, peer: Setting) -> int | None:
     return None
 
 
-def peer_ratios(plan: Plan, records: list[dict], decode: bool = False) -> dict[int, float | None]:
+def peer_ratios(plan: BenchPlan, records: list[dict], decode: bool = False) -> dict[int, float | None]:
     """For each peer setting: ours ÷ peer tokens/s (whole run, or decode only), per repeat, median."""
     rates = rates_per_repeat(records, decode)
     out = {}
@@ -389,7 +389,7 @@ def _verdict(target: dict) -> str:
     return f"**met** (+{margin:.0f}%)" if target["met"] else f"**missed** by {-margin:.0f}%"
 
 
-def markdown(report: dict, plan: Plan) -> str:
+def markdown(report: dict, plan: BenchPlan) -> str:
     """The run as markdown tables: paper's table, K sweep, sampled, peers, targets, costs, memory."""
     lines = _header_lines(report)
     lines += _greedy_lines(report, plan)
@@ -433,7 +433,7 @@ def _row_speedup(report: dict, i: int) -> str:
     return _num(report["summaries"][i].get("speedup"), 2, "×")
 
 
-def _greedy_lines(report: dict, plan: Plan) -> list[str]:
+def _greedy_lines(report: dict, plan: BenchPlan) -> list[str]:
     """The paper's table: autoregressive against each dynamic method, greedy, at every N and prompt set."""
     s, summaries = plan.settings, report["summaries"]
     lines = ["## Autoregressive vs speculative (greedy)", ""]
@@ -463,7 +463,7 @@ def _greedy_lines(report: dict, plan: Plan) -> list[str]:
     return lines
 
 
-def _sweep_lines(report: dict, plan: Plan) -> list[str]:
+def _sweep_lines(report: dict, plan: BenchPlan) -> list[str]:
     """The K sweep: every greedy speculative setting at the smallest N, beside Leviathan's prediction."""
     s, summaries = plan.settings, report["summaries"]
     n_sweep = min(x.max_new_tokens for x in s)
@@ -490,7 +490,7 @@ def _sweep_lines(report: dict, plan: Plan) -> list[str]:
     return lines
 
 
-def _sampled_lines(report: dict, plan: Plan) -> list[str]:
+def _sampled_lines(report: dict, plan: BenchPlan) -> list[str]:
     """Every sampled setting of ours, at the largest N; nothing when the run sampled none."""
     s, summaries = plan.settings, report["summaries"]
     sampled = [i for i, x in enumerate(s) if x.engine == OURS and x.sampled and not x.exactness]
@@ -509,7 +509,7 @@ def _sampled_lines(report: dict, plan: Plan) -> list[str]:
     return lines
 
 
-def _peer_lines(report: dict, plan: Plan) -> list[str]:
+def _peer_lines(report: dict, plan: BenchPlan) -> list[str]:
     """The peers' settings against ours, and why any peer is missing; nothing when there were none."""
     s, summaries = plan.settings, report["summaries"]
     peers = [i for i, x in enumerate(s) if x.engine != OURS]
@@ -561,7 +561,7 @@ def _memory_lines(report: dict) -> list[str]:
     return lines
 
 
-def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
+def _cost_lines(costs: dict, plan: BenchPlan, report: dict) -> list[str]:
     t1 = costs["target_1"]
     lines = ["## Where the time goes", "",
              f"Median of {report['cost_repeats']} repeats through `spec.models.runtime.StatefulLM`; each repeat starts from a "
@@ -615,7 +615,7 @@ def _cost_lines(costs: dict, plan: Plan, report: dict) -> list[str]:
     return lines
 
 
-def _per_prompt_lines(plan: Plan, report: dict) -> list[str]:
+def _per_prompt_lines(plan: BenchPlan, report: dict) -> list[str]:
     """Speed-up over autoregressive, prompt by prompt, of each dynamic method at the largest N."""
     records = report["records"]
     n_max = max(x.max_new_tokens for x in plan.settings)
@@ -663,7 +663,7 @@ def _mib(value: int | None) -> str:
 # --- plot ----------------------------------------------------------------------------------------
 
 
-def plot(report: dict, plan: Plan, path) -> None:
+def plot(report: dict, plan: BenchPlan, path) -> None:
     """Speed-up vs K per drafter, and tokens/s per method beside the peers (greedy, largest N)."""
     import matplotlib
 

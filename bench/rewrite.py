@@ -11,21 +11,21 @@ import json
 import sys
 from pathlib import Path
 
-from bench.plan import Draft, Plan, PromptSet, Setting
+from bench.plan import Draft, BenchPlan, PromptSet, Setting
 from bench.report import derive
 from bench.run import write_outputs
 
 _DERIVED = ("index", "method", "label")  # settings' keys written for readers, not Setting fields
 
 
-def plan_of(report: dict) -> Plan:
+def plan_of(report: dict) -> BenchPlan:
     """The plan a report was measured with, as far as the report needs it (prompt texts are not kept)."""
     settings = [Setting(**{k: v for k, v in s.items() if k not in _DERIVED}) for s in report["settings"]]
     prompt_sets = [PromptSet(p["name"], p["kind"], p["description"], tuple((pid, "") for pid in p["prompts"]))
                    for p in report["prompt_sets"]]
     drafts = [Draft(d["label"], d["path"], d["description"]) for d in report["models"]["drafts"]]
     target = report["models"]["target"]
-    return Plan(target["label"], target["path"], drafts, prompt_sets, [], settings, None,
+    return BenchPlan(target["label"], target["path"], drafts, prompt_sets, [], settings, None,
                 notes=report.get("peer_notes", []) + report.get("notes", []))
 
 

@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.plan import GENAI, OPTIMUM, Draft, Plan, build_plan, load_prompt_sets
+from bench.plan import GENAI, OPTIMUM, Draft, BenchPlan, build_plan, load_prompt_sets
 from bench.report import derive, markdown, plot
 from bench.workers import Worker, WorkerError
 from spec.config import DRAFT_VOCABULARY
@@ -120,7 +120,7 @@ def _progress(message: str) -> None:
     print(f"[bench {time.perf_counter() - _STARTED:4.0f}s] {message}", file=sys.stderr, flush=True)
 
 
-def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> Plan:
+def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> BenchPlan:
     """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
     from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
     from spec.errors import ModelError
@@ -226,7 +226,7 @@ def _short(ref: str) -> str:
     return ref.removeprefix("embedded:").rstrip("/").split("/")[-1]
 
 
-def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
+def run(plan: BenchPlan, args: argparse.Namespace, argv: list[str]) -> dict:
     """Load every family, warm up, time all settings round-robin, then measure per-call costs."""
     started = time.perf_counter()
     machine = _machine()
@@ -249,7 +249,7 @@ def run(plan: Plan, args: argparse.Namespace, argv: list[str]) -> dict:
     return _report(plan, args, argv, started, machine, families, records, costs)
 
 
-def _ready_families(plan: Plan, workers: dict[str, Worker], cost_worker: Worker) -> dict[str, dict]:
+def _ready_families(plan: BenchPlan, workers: dict[str, Worker], cost_worker: Worker) -> dict[str, dict]:
     """Wait for each family's worker to load: family name -> its engine and what it loaded. A peer
     that cannot load is left out with a note (its worker closed and removed from `workers`); one
     of ours stops the run."""
@@ -267,7 +267,7 @@ def _ready_families(plan: Plan, workers: dict[str, Worker], cost_worker: Worker)
     return families
 
 
-def _time_round_robin(plan: Plan, args: argparse.Namespace, workers: dict[str, Worker], prompt_ids: dict,
+def _time_round_robin(plan: BenchPlan, args: argparse.Namespace, workers: dict[str, Worker], prompt_ids: dict,
                       eos: list[int]) -> tuple[list[dict], dict[int, str]]:
     """A warm-up generation per setting, then `args.repeats` repeats, each running every setting on
     every prompt, round-robin: the records of every generation, and setting -> why, for the peers'
@@ -318,7 +318,7 @@ def _time_round_robin(plan: Plan, args: argparse.Namespace, workers: dict[str, W
     return records, failed
 
 
-def _measure_costs(plan: Plan, args: argparse.Namespace, cost_worker: Worker, tokenizer, prompt_ids: dict) -> dict | None:
+def _measure_costs(plan: BenchPlan, args: argparse.Namespace, cost_worker: Worker, tokenizer, prompt_ids: dict) -> dict | None:
     """Where the time goes: each kind of call timed on its own, on the first open prompt; closes the worker."""
     _progress("where the time goes: per-call costs")
     costs = None
@@ -335,7 +335,7 @@ def _measure_costs(plan: Plan, args: argparse.Namespace, cost_worker: Worker, to
     return costs
 
 
-def _report(plan: Plan, args: argparse.Namespace, argv: list[str], started: float, machine: dict, families: dict[str, dict],
+def _report(plan: BenchPlan, args: argparse.Namespace, argv: list[str], started: float, machine: dict, families: dict[str, dict],
             records: list[dict], costs: dict | None) -> dict:
     """The run as the JSON written to <name>.json: how it was run, on what, and everything measured and derived."""
     ours_info = next((f["info"] for f in families.values() if f["engine"] == "ours"), {})
@@ -377,7 +377,7 @@ def _report(plan: Plan, args: argparse.Namespace, argv: list[str], started: floa
     }
 
 
-def _tokenize(plan: Plan) -> tuple[object, dict[tuple[str, int], list[int]], list[int]]:
+def _tokenize(plan: BenchPlan) -> tuple[object, dict[tuple[str, int], list[int]], list[int]]:
     """The target's tokenizer, every prompt's token ids (as our engine encodes them) and the EOS ids."""
     from transformers import AutoTokenizer
 
@@ -396,7 +396,7 @@ def _tokenize(plan: Plan) -> tuple[object, dict[tuple[str, int], list[int]], lis
     return tokenizer, ids, sorted(eos)
 
 
-def write_outputs(report: dict, plan: Plan, out: Path) -> str:
+def write_outputs(report: dict, plan: BenchPlan, out: Path) -> str:
     """Write <name>.json, <name>.md and <name>.png into `out`; return the markdown."""
     out.mkdir(parents=True, exist_ok=True)
     base = out / report["name"]  # a name may hold dots ("qwen2.5-coder-1.5b"): append, never replace, a suffix

@@ -128,13 +128,13 @@ def test_rewrite_derives_the_same_report_from_the_records(smoke_run, tmp_path):
 
 def test_decode_speedups_leave_out_the_prefill():
     """Whole-run speed-up counts the prefill (time to first token); decode speed-up is what follows it."""
-    from bench.plan import AR, LOOKUP, OURS, SPEC, Plan, PromptSet, Setting
+    from bench.plan import AR, LOOKUP, OURS, SPEC, BenchPlan, PromptSet, Setting
     from bench.report import summarize
 
     common = dict(family="f", engine=OURS, k=None, dynamic=False, sampled=False, max_new_tokens=11, prompt_set="s", draft=None)
     ar = Setting(mode=AR, drafter=None, **common)
     lookup = Setting(mode=SPEC, drafter=LOOKUP, **{**common, "k": 4, "dynamic": True})
-    plan = Plan("t", "t", [], [PromptSet("s", "grounded", "", (("a", ""), ("b", "")))], [], [ar, lookup], None)
+    plan = BenchPlan("t", "t", [], [PromptSet("s", "grounded", "", (("a", ""), ("b", "")))], [], [ar, lookup], None)
     record = lambda setting, prompt, seconds, ttft: {"setting": setting, "repeat": 0, "prompt": prompt,  # noqa: E731
                                                      "new_tokens": 11, "seconds": seconds, "ttft_seconds": ttft}
     # a: 10 decode tokens in 10 s plain, in 5 s speculative; b: in 10 s and 2.5 s. Prefill 1 s each time.

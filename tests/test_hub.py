@@ -25,7 +25,7 @@ from spec.models.export import IR_BIN
 from spec.models.registry import ModelRegistry
 from spec.models.resolve import resolve_model
 from spec.serving.playback import watch
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.scheduler import RaceRequest, Scheduler
 from tests.conftest import CHECKPOINT, CHUNK, DRAFT, TARGET
 
@@ -42,7 +42,7 @@ def test_a_race_runs_on_models_downloaded_from_the_hub(test_hub):
     keys = ModelKey(TARGET, "fp32", "f32"), ModelKey(DRAFT, "fp32", "f32")
     recording, how = scheduler.submit(RaceRequest("Hello world", *keys, DRAFT_MODEL, GenerationConfig(max_new_tokens=12)))
     final = list(watch(recording, how, scheduler.place, threading.Event(), 0.0))[-1]
-    assert final.phase == Phase.DONE and final.verdict.identical  # greedy at f32: the same text, token for token
+    assert final.phase == RacePhase.DONE and final.verdict.identical  # greedy at f32: the same text, token for token
     assert final.speculative.stats.new_tokens == 12
     from huggingface_hub import constants
 
@@ -183,5 +183,5 @@ def test_the_coder_pairs_race_from_the_hub_with_a_restricted_draft_head(test_hub
     scheduler = Scheduler(registry)
     recording, how = scheduler.submit(request)
     final = list(watch(recording, how, scheduler.place, threading.Event(), 0.0))[-1]
-    assert final.phase == Phase.DONE and final.verdict.identical
+    assert final.phase == RacePhase.DONE and final.verdict.identical
     assert len(registry.get(draft_key).token_ids) == 120

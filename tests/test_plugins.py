@@ -14,7 +14,7 @@ from spec.decoding.engine import choose_drafter, generate
 from spec.decoding.generation import LOOKUP
 from spec.decoding.plugins import PLUGINS, DraftSetup
 from spec.decoding.policy import CallCosts, FixedK, PairMemory, Schedule
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.presets import PRESETS
 from spec.serving.race import run_race
 
@@ -75,7 +75,7 @@ def test_a_new_drafter_races_as_the_page_races_it(tiny_pairs, repeat_last):
     target, _ = tiny_pairs["llama"]
     config = GenerationConfig(max_new_tokens=24, num_assistant_tokens=3)
     final = list(run_race("The quick brown fox", target, None, repeat_last, config, threading.Event()))[-1]
-    assert final.phase == Phase.DONE and final.verdict.speedup is not None
+    assert final.phase == RacePhase.DONE and final.verdict.speedup is not None
     assert final.speculative.token_ids == final.autoregressive.token_ids
     assert final.speculative.stats.drafted_by == RepeatLastDrafter.name
 

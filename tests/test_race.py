@@ -13,7 +13,7 @@ from spec.decoding.metrics import Stats
 from spec.serving.lanes import Lane
 from spec.serving.limits import Limits, PromptTooLong, check_prompt
 from spec.serving.loading import load_pair
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.race import run_race
 from spec.serving.verdict import MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, explain, verdict
 from spec.models.registry import ModelRegistry
@@ -28,7 +28,7 @@ def test_the_method_behind_in_compute_time_goes_next_until_a_turn_ahead(tiny_pai
     for update in run_race("The quick brown fox", target, draft, DRAFT_MODEL, config, threading.Event(), turn=turn):
         updates.append(update)
         lengths.append((len(update.autoregressive.trace), len(update.speculative.trace)))
-    assert {u.phase for u in updates[:-1]} == {Phase.RACING} and updates[-1].phase == Phase.DONE
+    assert {u.phase for u in updates[:-1]} == {RacePhase.RACING} and updates[-1].phase == RacePhase.DONE
     ar, sp = updates[-1].autoregressive, updates[-1].speculative
     assert ar.mode == AUTOREGRESSIVE and sp.mode == SPECULATIVE
     assert lengths[-1] == (len(ar.trace), len(sp.trace)) and len(ar.trace) > len(sp.trace) > 1
@@ -62,7 +62,7 @@ def test_stop_ends_both_lanes_with_a_stopped_verdict(tiny_pairs):
         updates.append(update)
         if len(updates) == 6:
             cancel.set()
-    assert updates[-1].phase == Phase.STOPPED and updates[-1].verdict.stopped
+    assert updates[-1].phase == RacePhase.STOPPED and updates[-1].verdict.stopped
     assert updates[-1].autoregressive.stats.new_tokens < 400
 
 
@@ -88,7 +88,7 @@ def test_loading_reports_progress_then_gives_the_pair(tiny_checkpoints, tiny_mod
     with models_dir_at(tiny_models_dir):
         updates = []
         models = load_pair(registry, *keys, threading.Event(), updates.append)
-    assert updates and all(u.phase == Phase.LOADING for u in updates) and {"Target", "Draft"} <= set(updates[-1].loading)
+    assert updates and all(u.phase == RacePhase.LOADING for u in updates) and {"Target", "Draft"} <= set(updates[-1].loading)
     assert [m.key for m in models] == list(keys) and set(registry.loaded()) == set(keys)
 
 
@@ -112,7 +112,7 @@ def test_time_budget_stops_both_lanes_and_says_why(tiny_pairs):
     target, draft = tiny_pairs["llama"]
     updates = list(run_race("Tell me a story", target, draft, DRAFT_MODEL, GenerationConfig(max_new_tokens=400), threading.Event(), max_seconds=0.0))
     final = updates[-1]
-    assert final.phase == Phase.STOPPED and final.verdict.stopped == OUT_OF_TIME
+    assert final.phase == RacePhase.STOPPED and final.verdict.stopped == OUT_OF_TIME
     assert not final.autoregressive.finished and not final.speculative.finished
 
 

@@ -11,7 +11,7 @@ import render
 from spec.config import AUTOREGRESSIVE, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
 from spec.decoding.metrics import Stats
 from spec.serving.lanes import Lane
-from spec.serving.phases import Phase, Viewing
+from spec.serving.phases import RacePhase, Viewing
 from spec.serving.playback import View
 from spec.serving.recording import Frame, Recording
 from spec.serving.verdict import MIN_TOKENS_FOR_VERDICT, explain, verdict
@@ -23,7 +23,7 @@ def text_of(pane_html: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", pane_html))
 
 
-def _view(pieces: list[tuple[str, str]], phase: Phase = Phase.RACING, how: Viewing = Viewing.LIVE) -> View:
+def _view(pieces: list[tuple[str, str]], phase: RacePhase = RacePhase.RACING, how: Viewing = Viewing.LIVE) -> View:
     """A view whose speculative lane just showed `pieces` in one step (the autoregressive lane one token)."""
     stats = Stats(new_tokens=len(pieces), seconds=0.5, ttft_seconds=0.1)
     frames = {AUTOREGRESSIVE: [Frame(0.1, AUTOREGRESSIVE, (("x", "target"),), (1,), Stats(new_tokens=1, seconds=0.1), False)],
@@ -53,7 +53,7 @@ def test_an_update_carries_only_what_is_new_and_the_last_one_everything():
     racing = json.loads(render.feed(view, False, 1, 64))
     assert racing["lanes"]["ar"]["pieces"] == [["x", "target"]] and not racing["full"]
     view.new = {AUTOREGRESSIVE: [], SPECULATIVE: []}
-    view.phase = Phase.DONE
+    view.phase = RacePhase.DONE
     final = json.loads(render.feed(view, False, 1, 64))
     assert final["full"] and final["lanes"]["sp"]["pieces"] == [["a", "lookup"]], "a skipped update cannot leave a pane short"
     assert final["lanes"]["sp"]["points"] == [[0.5, 1]]
@@ -106,10 +106,10 @@ def test_the_race_chart_is_drawn_by_the_browser_in_the_lanes_colours():
 def test_waiting_and_busy_are_status_lines_that_leave_the_last_race_on_screen():
     config = GenerationConfig()
     view = _view([])
-    view.phase, view.ahead, view.wait_seconds = Phase.WAITING, 2, 75.0
+    view.phase, view.ahead, view.wait_seconds = RacePhase.WAITING, 2, 75.0
     waiting = render.outputs(view, config, PROMPT_LOOKUP, False, 120)
     assert "waiting: 2 ahead, about 75 s" in waiting[0] and waiting[1:-1] == (None,) * 6
-    starting = View(Phase.RACING, Viewing.LIVE, Recording(None), Lane(AUTOREGRESSIVE, iter(())), Lane(SPECULATIVE, iter(())))
+    starting = View(RacePhase.RACING, Viewing.LIVE, Recording(None), Lane(AUTOREGRESSIVE, iter(())), Lane(SPECULATIVE, iter(())))
     racing = render.outputs(starting, config, PROMPT_LOOKUP, False, 120)  # racing, no step shown yet
     assert "Racing" in racing[0] and "Stopped" not in racing[0] and racing[1:-1] == (None,) * 6
     busy = render.busy(1, 16)
@@ -138,6 +138,6 @@ def test_between_detail_refreshes_an_update_carries_only_the_new_tokens():
     view.details = True
     full = render.outputs(view, config, PROMPT_LOOKUP, False, 120)
     assert all(part is not None for part in full[1:6])
-    view.details, view.phase = False, Phase.DONE
+    view.details, view.phase = False, RacePhase.DONE
     view.verdict = verdict(view.autoregressive, view.speculative, config)
     assert all(part is not None for part in render.outputs(view, config, PROMPT_LOOKUP, False, 120)[1:7]), "the end is complete"

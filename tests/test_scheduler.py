@@ -10,7 +10,7 @@ import pytest
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig, ModelKey
 from spec.models.registry import ModelRegistry
 from spec.serving.limits import Limits, PromptTooLong
-from spec.serving.phases import Phase, Viewing
+from spec.serving.phases import RacePhase, Viewing
 from spec.serving.playback import watch
 from spec.serving.recording import Recording
 from spec.serving.scheduler import Busy, RaceRequest, RecordingStore, Scheduler
@@ -51,7 +51,7 @@ def test_the_same_race_is_computed_once_joined_while_it_runs_and_replayed_after(
     scheduler.start()
     live, joined = views(scheduler, first, Viewing.LIVE), views(scheduler, first, Viewing.JOINED)
     for seen in (live, joined):
-        assert seen[-1].phase == Phase.DONE and seen[-1].verdict.identical
+        assert seen[-1].phase == RacePhase.DONE and seen[-1].verdict.identical
     texts = ["".join(t for t, _ in seen[-1].speculative.pieces) for seen in (live, joined)]
     assert texts[0] == texts[1] and texts[0]
     replay, how = scheduler.submit(request(keys))
@@ -127,9 +127,9 @@ def _race_by_hand(recording: Recording, steps: int, pause: float) -> None:
             lane.token_ids.append(n)
             lane.stats = Stats(new_tokens=n, seconds=n * pause, ttft_seconds=pause)
             lane.trace.append((lane.stats.seconds, n))
-            recording.record(RaceUpdate(Phase.RACING, *lanes))
+            recording.record(RaceUpdate(RacePhase.RACING, *lanes))
         time.sleep(pause)
-    recording.record(RaceUpdate(Phase.DONE, *lanes, verdict=Verdict(1.0, False, True, None, None)))
+    recording.record(RaceUpdate(RacePhase.DONE, *lanes, verdict=Verdict(1.0, False, True, None, None)))
 
 
 def test_lanes_computed_in_turns_are_recorded_as_if_they_took_steps_in_turn():
@@ -147,7 +147,7 @@ def test_lanes_computed_in_turns_are_recorded_as_if_they_took_steps_in_turn():
         lane.stats = Stats(new_tokens=len(lane.token_ids), seconds=seconds)
         lane.trace.append((seconds, lane.stats.new_tokens))
         lane.finished = last
-        recording.record(RaceUpdate(Phase.RACING, ar, sp))
+        recording.record(RaceUpdate(RacePhase.RACING, ar, sp))
 
     for seconds in (0.1, 0.2, 0.3, 0.4, 0.5):  # autoregressive's turn, finishing it
         step(ar, seconds, last=seconds == 0.5)
@@ -156,7 +156,7 @@ def test_lanes_computed_in_turns_are_recorded_as_if_they_took_steps_in_turn():
     assert [(f.lane[0], f.at) for f in recording.frames] == [("a", 0.2), ("a", 0.4), ("s", 0.5)]
     step(sp, 0.5)
     step(sp, 0.75)  # speculative alone now: shown at its own pace after autoregressive's 0.5 s
-    recording.record(RaceUpdate(Phase.DONE, ar, sp, verdict=Verdict(1.0, False, True, None, None)))
+    recording.record(RaceUpdate(RacePhase.DONE, ar, sp, verdict=Verdict(1.0, False, True, None, None)))
     shown = [(f.lane[0], round(f.at, 6)) for f in recording.frames]
     assert shown == [("a", 0.2), ("a", 0.4), ("s", 0.5), ("a", 0.6), ("a", 0.8), ("a", 1.0), ("s", 1.0), ("s", 1.25)]
     assert "".join(text for f in recording.frames if f.lane == "speculative" for text, _ in f.pieces) == "s0.25 s0.5 s0.75 "
@@ -171,12 +171,12 @@ def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new():
         stamps.append(time.monotonic())
         seen.append(view)
     racing.join()
-    during = [s for s, v in zip(stamps, seen) if v.phase == Phase.RACING]
+    during = [s for s, v in zip(stamps, seen) if v.phase == RacePhase.RACING]
     gaps = [b - a for a, b in zip(during, during[1:])]
     assert len(gaps) >= 3 and min(gaps) >= 0.19, gaps
-    detailed = [s for s, v in zip(stamps, seen) if v.phase == Phase.RACING and v.details]
+    detailed = [s for s, v in zip(stamps, seen) if v.phase == RacePhase.RACING and v.details]
     assert all(b - a >= 0.95 for a, b in zip(detailed, detailed[1:])), "the numbers beside the text refresh at most once a second"
-    assert seen[-1].phase == Phase.DONE and seen[-1].details
+    assert seen[-1].phase == RacePhase.DONE and seen[-1].details
     frames = [frame for view in seen for frames in view.new.values() for frame in frames]
     assert len(frames) == len(recording.frames) == 300, "every step shown exactly once"
     assert "".join(text for text, _ in seen[-1].speculative.pieces) == "".join(f"t{n} " for n in range(1, 151))
@@ -185,7 +185,7 @@ def test_views_come_at_a_bounded_rate_and_carry_only_what_is_new():
 def test_the_store_drops_the_least_recently_watched_beyond_its_bounds():
     def finished(key, nbytes):
         recording = Recording(key)
-        recording.nbytes, recording.phase = nbytes, Phase.DONE
+        recording.nbytes, recording.phase = nbytes, RacePhase.DONE
         return recording
 
     store = RecordingStore(max_races=2, max_bytes=1000)
@@ -213,13 +213,13 @@ def test_preheating_yields_to_a_visitor_and_runs_again_after(pair):
     visitor, how = scheduler.submit(request(keys, prompt="A different question"))
     assert how == Viewing.LIVE and scheduler.place(visitor)[0] == 1
     seen = views(scheduler, visitor, Viewing.LIVE)
-    assert seen[-1].phase == Phase.DONE
+    assert seen[-1].phase == RacePhase.DONE
     deadline = time.monotonic() + 60
     while len(scheduler.store) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert scheduler.store.get(examples[0].key) is not None, "the preheat that yielded ran again"
     replay, how = scheduler.submit(examples[1])
-    assert how == Viewing.REPLAY and views(scheduler, replay, how)[-1].phase == Phase.DONE
+    assert how == Viewing.REPLAY and views(scheduler, replay, how)[-1].phase == RacePhase.DONE
 
 
 def test_a_visitor_who_leaves_stops_a_race_nobody_else_watches(pair):
@@ -231,7 +231,7 @@ def test_a_visitor_who_leaves_stops_a_race_nobody_else_watches(pair):
     scheduler.submit(request(keys, prompt="Once upon a time"))  # a second viewer
     assert scheduler.place(waiting) == (1, None) and scheduler.counts() == (0, 3)
     scheduler.leave(waiting)
-    assert waiting.phase == Phase.STOPPED and waiting.verdict.stopped == CANCELLED and scheduler.counts() == (0, 2)
+    assert waiting.phase == RacePhase.STOPPED and waiting.verdict.stopped == CANCELLED and scheduler.counts() == (0, 2)
     scheduler.leave(shared)
     assert not shared.cancel.is_set(), "another visitor still watches it"
     cancel = threading.Event()
@@ -239,9 +239,9 @@ def test_a_visitor_who_leaves_stops_a_race_nobody_else_watches(pair):
     seen = []
     for view in watch(blocker, Viewing.LIVE, scheduler.place, cancel, 0.0):
         seen.append(view)
-        if view.phase == Phase.RACING:
+        if view.phase == RacePhase.RACING:
             cancel.set()  # Stop: this viewer stops watching at once
-    assert seen[-1].phase == Phase.STOPPED and seen[-1].verdict.stopped == CANCELLED
+    assert seen[-1].phase == RacePhase.STOPPED and seen[-1].verdict.stopped == CANCELLED
     scheduler.leave(blocker)
     assert blocker.cancel.is_set(), "nobody watches it any more: the computation stops"
 
@@ -260,7 +260,7 @@ def test_the_line_is_bounded_and_a_waiting_race_knows_its_wait(pair):
     ahead, wait = scheduler.place(scheduler._waiting[1][0])
     assert ahead == 1 and wait == pytest.approx(10.0)
     seen = next(watch(first, Viewing.LIVE, scheduler.place, threading.Event()))
-    assert seen.phase == Phase.WAITING and seen.ahead == 0
+    assert seen.phase == RacePhase.WAITING and seen.ahead == 0
 
 
 def test_a_prompt_too_long_is_refused_at_once_and_a_failure_reaches_every_viewer(pair):
@@ -272,7 +272,7 @@ def test_a_prompt_too_long_is_refused_at_once_and_a_failure_reaches_every_viewer
     late = Scheduler(other, Limits(max_prompt_tokens=4))
     recording, how = late.submit(request(keys, prompt="a much longer prompt than four tokens, surely"))
     seen = views(late, recording, how)
-    assert seen[-1].phase == Phase.FAILED and "shorten it" in seen[-1].error
+    assert seen[-1].phase == RacePhase.FAILED and "shorten it" in seen[-1].error
 
 
 def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
@@ -285,9 +285,9 @@ def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
     second, how = scheduler.submit(request(keys, prompt="two"), session="me", cancel=second_watch)
     assert how == Viewing.LIVE and scheduler.counts() == (0, 2), "the second took the first's place, not another"
     assert [r for r, _ in scheduler._waiting] == [other, second]
-    assert first.phase == Phase.STOPPED and first.verdict.stopped == REPLACED and first_watch.is_set()
+    assert first.phase == RacePhase.STOPPED and first.verdict.stopped == REPLACED and first_watch.is_set()
     seen = views(scheduler, first, Viewing.LIVE, cancel=first_watch)
-    assert seen[-1].phase == Phase.STOPPED and seen[-1].verdict.stopped == REPLACED
+    assert seen[-1].phase == RacePhase.STOPPED and seen[-1].verdict.stopped == REPLACED
     import render
 
     assert "Replaced by your newer request" in render.outputs(seen[-1], request(keys).config, DRAFT_MODEL, True, None)[0]
@@ -300,7 +300,7 @@ def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
     again, how = scheduler.submit(request(keys, prompt="three"), session="me")  # the same again: still one place
     assert (again, how) == (third, Viewing.JOINED) and third.viewers == 2 and scheduler.counts() == (0, 2)
     replaced, _ = scheduler.submit(request(keys, prompt="five"), session="me")  # both its watches give it up
-    assert third.phase == Phase.STOPPED and third.verdict.stopped == REPLACED and scheduler.counts() == (0, 2)
+    assert third.phase == RacePhase.STOPPED and third.verdict.stopped == REPLACED and scheduler.counts() == (0, 2)
     assert [r for r, _ in scheduler._waiting] == [other, replaced]
     with pytest.raises(Busy):
         scheduler.submit(request(keys, prompt="four"))  # no session, no place to give up: the line is full

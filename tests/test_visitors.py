@@ -24,7 +24,7 @@ from spec.models.registry import ModelRegistry
 from spec.models.resolve import resolve_model
 from spec.models.visitors import LEDGER, VisitorLimits, VisitorModels
 from spec.serving.playback import watch
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.scheduler import RaceRequest, Scheduler
 from tests.conftest import CHECKPOINT, DRAFT, TARGET, models_dir_at
 
@@ -80,7 +80,7 @@ def test_a_model_of_150_gb_is_refused_in_a_sentence_before_a_byte_is_downloaded_
     started = time.monotonic()
     refused = _race(scheduler, BIG, weight_format="int8")
     seconds = time.monotonic() - started
-    assert refused.phase == Phase.FAILED and seconds < 1.0, seconds
+    assert refused.phase == RacePhase.FAILED and seconds < 1.0, seconds
     assert refused.error == (
         f"{BIG} has 150 GB of weights (75.0 billion parameters): converting it to OpenVINO INT8 takes about 390 GB of "
         "memory and 525 GB of disk, and this server converts models up to 8.0 GB of memory and has 40 GB of disk free "
@@ -90,7 +90,7 @@ def test_a_model_of_150_gb_is_refused_in_a_sentence_before_a_byte_is_downloaded_
     assert written < 100 * 2**20, written
     assert not [r for r in caplog.records if r.exc_info], "a refusal is a sentence, not a traceback"
     after = _race(scheduler, TARGET, DRAFT)  # a small visitor's model, right after
-    assert after.phase == Phase.DONE and after.verdict.identical
+    assert after.phase == RacePhase.DONE and after.verdict.identical
 
 
 def test_a_model_without_a_parameter_count_is_weighed_by_its_files(test_hub, fresh_models_dir):
@@ -119,12 +119,12 @@ def test_a_conversion_that_dies_is_a_sentence_and_the_next_race_runs(test_hub, r
     scheduler = Scheduler(ModelRegistry(visitors=VisitorModels(SMALL)))
     caplog.set_level(logging.INFO)
     failed = _race(scheduler, "someone/broken")
-    assert failed.phase == Phase.FAILED and failed.error.startswith("Could not convert someone--broken to OpenVINO"), failed.error
+    assert failed.phase == RacePhase.FAILED and failed.error.startswith("Could not convert someone--broken to OpenVINO"), failed.error
     assert str(models_dir()) not in failed.error and "Traceback" not in failed.error
     assert not [r for r in caplog.records if r.exc_info]
     log = next((models_dir() / "logs").glob("someone--broken-*.log")).read_text()
     assert "Traceback" in log, "what the child printed is in the conversion's log, for the operator"
-    assert _race(scheduler, TARGET, DRAFT).phase == Phase.DONE, "the server races on"
+    assert _race(scheduler, TARGET, DRAFT).phase == RacePhase.DONE, "the server races on"
 
 
 def test_a_conversion_over_its_memory_limit_ends_in_its_own_process(test_hub, fresh_models_dir, monkeypatch):

@@ -15,14 +15,14 @@ import numpy as np
 from spec.decoding.sampling import sample
 
 
-class Verdict(NamedTuple):
+class Acceptance(NamedTuple):
     accepted: int  # how many drafted tokens were kept (a prefix)
     next_token: int  # the target's token after them: a correction, or the bonus when all were kept
 
 
 def speculative_accept(
     p: np.ndarray, q: np.ndarray | None, draft_tokens: np.ndarray, rng: np.random.Generator
-) -> Verdict:
+) -> Acceptance:
     """Accept a prefix of `draft_tokens` and draw the next token, so the output follows `p`.
 
     p: (K+1, vocab) target probabilities at each drafted position plus the bonus position.
@@ -43,5 +43,5 @@ def speculative_accept(
         else:
             np.maximum(residual - q[i], 0.0, out=residual)
         # A zero residual means p <= q everywhere, i.e. p == q up to rounding: fall back to p.
-        return Verdict(i, sample(residual if residual.sum() > 0 else p[i], rng))
-    return Verdict(k, sample(p[k], rng))
+        return Acceptance(i, sample(residual if residual.sum() > 0 else p[i], rng))
+    return Acceptance(k, sample(p[k], rng))

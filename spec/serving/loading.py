@@ -9,7 +9,7 @@ from typing import Callable
 
 from spec.config import ModelKey
 from spec.models.registry import LoadedModel, ModelRegistry
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.race import RaceUpdate
 
 _warmed: weakref.WeakSet = weakref.WeakSet()  # compiled models whose first inference has run
@@ -78,7 +78,7 @@ def load_pair(
             break
         if update is not ...:
             status[update[0]] = update[1]
-        report(RaceUpdate(Phase.LOADING, loading=dict(status)))
+        report(RaceUpdate(RacePhase.LOADING, loading=dict(status)))
     if cancel.is_set():
         return None
     if "error" in result:

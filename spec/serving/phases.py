@@ -1,11 +1,11 @@
-"""Where a race stands (`Phase`) and how a visitor sees it (`Viewing`): the words the scheduler,
+"""Where a race stands (`RacePhase`) and how a visitor sees it (`Viewing`): the words the scheduler,
 the recording, its viewers and the page share about one race."""
 from __future__ import annotations
 
 from enum import Enum
 
 
-class Phase(str, Enum):
+class RacePhase(str, Enum):
     """Where a race stands: it waits its turn, loads its pair, races, then ends one of three ways."""
 
     WAITING = "waiting"  # in line (Scheduler.place says where)
@@ -18,7 +18,7 @@ class Phase(str, Enum):
     @property
     def ended(self) -> bool:
         """DONE, STOPPED or FAILED: nothing more will happen to the race."""
-        return self in (Phase.DONE, Phase.STOPPED, Phase.FAILED)
+        return self in (RacePhase.DONE, RacePhase.STOPPED, RacePhase.FAILED)
 
     def __str__(self) -> str:  # the word itself, as the API's JSON has it
         return self.value

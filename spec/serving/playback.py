@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE
 from spec.serving.lanes import Lane
-from spec.serving.phases import Phase, Viewing
+from spec.serving.phases import RacePhase, Viewing
 from spec.serving.recording import Frame, Recording, cpu_name
 from spec.serving.verdict import CANCELLED, Verdict
 
@@ -37,7 +37,7 @@ DETAILS_INTERVAL = 1.0
 class View:
     """The race as one viewer sees it now, and what changed since the viewer's previous View."""
 
-    phase: Phase
+    phase: RacePhase
     how: Viewing
     recording: Recording
     autoregressive: Lane
@@ -98,11 +98,11 @@ def watch(
         if ended or stopping:
             if stopping:
                 verdict = Verdict(verdict.speedup if verdict else None, False, None, None, CANCELLED)
-                phase = Phase.STOPPED
+                phase = RacePhase.STOPPED
             yield View(phase, how, recording, lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], new, verdict, error, watching=watching)
             return
-        shown_phase = Phase.RACING if phase.ended else phase  # its last steps still to show
-        ahead, wait = place(recording) if phase == Phase.WAITING else (None, None)
+        shown_phase = RacePhase.RACING if phase.ended else phase  # its last steps still to show
+        ahead, wait = place(recording) if phase == RacePhase.WAITING else (None, None)
         state = (shown_phase, ahead, watching, tuple(loading.items()), shown)
         # A view at least every HEARTBEAT seconds, changed or not, lets the server notice a visitor who left.
         if state != last_state or time.monotonic() - last_sent >= HEARTBEAT:

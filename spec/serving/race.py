@@ -20,7 +20,7 @@ from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig
 from spec.decoding.engine import stream
 from spec.models.registry import LoadedModel
 from spec.serving.lanes import Lane
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.verdict import OUT_OF_TIME, Verdict, verdict
 
 # How far ahead in compute time a lane runs before the other takes over: switching after every
@@ -33,7 +33,7 @@ TURN_SECONDS = 0.5
 class RaceUpdate:
     """Where a race stands after a step (or, LOADING, while its pair loads)."""
 
-    phase: Phase  # LOADING, RACING, DONE or STOPPED
+    phase: RacePhase  # LOADING, RACING, DONE or STOPPED
     autoregressive: Lane | None = None
     speculative: Lane | None = None
     loading: dict[str, str] = field(default_factory=dict)  # role ("Target", "Draft") -> latest progress message
@@ -70,9 +70,9 @@ def run_race(
                 lane, other = other, lane
             lane.advance()
             if not (ar.finished and sp.finished):
-                yield RaceUpdate(Phase.RACING, ar, sp)
+                yield RaceUpdate(RacePhase.RACING, ar, sp)
         result = verdict(ar, sp, config, OUT_OF_TIME if out_of_time else None)
-        yield RaceUpdate(Phase.STOPPED if result.stopped else Phase.DONE, ar, sp, verdict=result)
+        yield RaceUpdate(RacePhase.STOPPED if result.stopped else RacePhase.DONE, ar, sp, verdict=result)
     finally:
         # Closing frees each generation's KV cache now, also when the visitor left or pressed Stop.
         ar.steps.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
 from spec.serving.lanes import Lane
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.race import RaceUpdate
 from spec.serving.verdict import Verdict
 
@@ -91,7 +91,7 @@ class Recording:
     request: RaceRequest | None = field(default=None, repr=False)  # what it computes
     preheat: bool = False  # raced before anyone asked (the page's examples); yields to visitors' races
     id: int = field(default_factory=lambda: next(_ids))
-    phase: Phase = Phase.WAITING
+    phase: RacePhase = RacePhase.WAITING
     frames: list[Frame] = field(default_factory=list)
     loading: dict[str, str] = field(default_factory=dict)  # role -> latest progress message
     verdict: Verdict | None = None
@@ -119,14 +119,14 @@ class Recording:
     def record(self, update: RaceUpdate) -> None:
         """Take one of the race's updates: the steps it made become frames; loading and the verdict are kept."""
         with self.changed:
-            if update.phase == Phase.LOADING:
-                self.phase, self.loading = Phase.LOADING, dict(update.loading)
+            if update.phase == RacePhase.LOADING:
+                self.phase, self.loading = RacePhase.LOADING, dict(update.loading)
             for lane in (update.autoregressive, update.speculative):
                 if lane is not None:
                     self._take(lane)
-            if update.phase == Phase.RACING:
-                self.phase = Phase.RACING
-            elif update.phase in (Phase.DONE, Phase.STOPPED):
+            if update.phase == RacePhase.RACING:
+                self.phase = RacePhase.RACING
+            elif update.phase in (RacePhase.DONE, RacePhase.STOPPED):
                 self._release(everything=True)
                 self.phase, self.verdict = update.phase, update.verdict
                 self.seconds = time.monotonic() - self._began if self._began is not None else 0.0
@@ -165,13 +165,13 @@ class Recording:
     def fail(self, message: str) -> None:
         with self.changed:
             self._release(everything=True)
-            self.phase, self.error = Phase.FAILED, message
+            self.phase, self.error = RacePhase.FAILED, message
             self.changed.notify_all()
 
     def stop(self, verdict: Verdict) -> None:
         """End a race that never raced (cancelled while it waited or loaded)."""
         with self.changed:
-            self.phase, self.verdict = Phase.STOPPED, verdict
+            self.phase, self.verdict = RacePhase.STOPPED, verdict
             self.changed.notify_all()
 
     def touch(self) -> None:

@@ -24,7 +24,7 @@ from spec.errors import Cancelled, ModelError
 from spec.models.registry import ModelRegistry
 from spec.serving.limits import Limits, PromptTooLong, check_prompt
 from spec.serving.loading import load_pair
-from spec.serving.phases import Phase, Viewing
+from spec.serving.phases import RacePhase, Viewing
 from spec.serving.race import run_race
 from spec.serving.recording import RaceRequest, Recording, cpu_name
 from spec.serving.store import RecordingStore
@@ -265,7 +265,7 @@ class Scheduler:
     def _finish(self, recording: Recording, request: RaceRequest) -> None:
         with self._lock:
             began = self._running.pop(recording)
-            if recording.phase == Phase.DONE:
+            if recording.phase == RacePhase.DONE:
                 self._durations.append(time.monotonic() - began)
                 if recording.key is not None:
                     self.store.put(recording)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from spec.config import GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
-from spec.serving.phases import Phase
+from spec.serving.phases import RacePhase
 from spec.serving.recording import Frame, RaceRequest, Recording
 from spec.serving.verdict import Verdict
 
@@ -142,7 +142,7 @@ def from_json(data: dict) -> Recording:
                           asked["drafter"], config.validate())
     frames = [Frame(float(at), lane, tuple((str(text), str(kind)) for text, kind in pieces), tuple(int(i) for i in ids),
                     Stats(**stats), bool(finished)) for at, lane, pieces, ids, stats, finished in data["frames"]]
-    recording = Recording(request.key, request, phase=Phase.DONE, frames=frames, verdict=Verdict(**data["verdict"]),
+    recording = Recording(request.key, request, phase=RacePhase.DONE, frames=frames, verdict=Verdict(**data["verdict"]),
                           created=data["created"], started=data["started"], seconds=data["seconds"], machine=data["machine"])
     recording.nbytes = sum(frame.nbytes for frame in frames)
     if recording.key is None:
