@@ -30,13 +30,13 @@ from spec.models.embedded import QUICK_REF
 from spec.models.registry import ModelRegistry
 from spec.models.visitors import VisitorModels
 from spec.progress import TerminalProgress
-from spec.serving.examples import EXAMPLES
-from spec.serving.playback import watch
-from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
 from spec.serving import warmup
 from spec.serving.audience import Audience, page_url, public_address
+from spec.serving.examples import EXAMPLES
 from spec.serving.limits import Limits
 from spec.serving.phases import RacePhase
+from spec.serving.playback import watch
+from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
 from spec.serving.recording import RaceRequest
 from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
 from spec.serving.scheduler import Busy, Scheduler

@@ -13,8 +13,8 @@ from typing import NamedTuple
 import segno
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig
-from spec.decoding.plugins import PLUGINS
 from spec.decoding.metrics import Stats
+from spec.decoding.plugins import PLUGINS
 from spec.serving.audience import short_link
 from spec.serving.lanes import Lane
 from spec.serving.numbers import view_numbers

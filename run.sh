@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's two commands:  ./run.sh app  (start the Space)  and  ./run.sh test  (run the tests);
-# ./run.sh bench runs the benchmark; ./run.sh lock rewrites constraints.txt, the lock.
+# ./run.sh lint runs the linter (ruff.toml); ./run.sh bench runs the benchmark; ./run.sh lock rewrites
+# constraints.txt, the lock.
 # app, test and bench first make sure .venv holds everything, at the lock's versions; that set-up
 # runs once and again only when the lock or the requirements change.
 set -euo pipefail
@@ -131,6 +132,10 @@ case "$command" in
     browser
     exec "$venv/bin/python" -m pytest -q "$@"
     ;;
+  lint)
+    install requirements.txt requirements-dev.txt requirements-bench.txt  # the tests' environment: set up once for both
+    exec "$venv/bin/ruff" check "$@" .
+    ;;
   bench)
     install requirements.txt requirements-bench.txt
     exec "$venv/bin/python" -m bench "$@"
@@ -139,7 +144,8 @@ case "$command" in
     lock
     ;;
   *)
-    echo "usage: ./run.sh app [--share] [--host H] [--port P]  |  ./run.sh test [pytest args]  |  ./run.sh bench [options]  |  ./run.sh lock" >&2
+    echo "usage: ./run.sh app [--share] [--host H] [--port P]  |  ./run.sh test [pytest args]  |  ./run.sh lint [ruff args]  |" \
+         "./run.sh bench [options]  |  ./run.sh lock" >&2
     exit 2
     ;;
 esac

@@ -100,8 +100,8 @@ def ceilings(report: dict) -> list[dict]:
     from bench.report import per_prompt_speedups
     from bench.run import FULL, QUICK, build_parser, read_prompt_sets
     from spec.config import F32
-    from spec.decoding.policy import PRIOR_WIDTH_COST, PRIOR_WIDTH_COST_F32, prior_width_cost
     from spec.decoding.engine import encode_prompt
+    from spec.decoding.policy import PRIOR_WIDTH_COST, PRIOR_WIDTH_COST_F32, prior_width_cost
     from spec.models.embedded import DEFAULT_REF
     from spec.models.resolve import resolve_model
 

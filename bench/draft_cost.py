@@ -45,13 +45,12 @@ def main(argv: list[str] | None = None) -> int:
 def measure(args: argparse.Namespace):
     import json
 
+    from bench.run import _machine
     from spec.config import GenerationConfig, ModelKey
     from spec.decoding.engine import encode_prompt, generate
     from spec.models.embedded import DEFAULT_REF, DRAFT_REF
     from spec.models.registry import load_model
     from spec.serving.loading import warm_up
-
-    from bench.run import _machine
 
     target = warm_up(load_model(ModelKey(args.target or DEFAULT_REF)))
     configs = [(fmt, vocab or None) for fmt in args.draft_weight_format for vocab in args.vocabulary]

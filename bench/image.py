@@ -197,7 +197,8 @@ def summary(report: dict) -> str:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for name in ("first_start", "after_restart"):
         r = report[name]
-        lines.append(f"| {name.replace('_', ' ')} | {r['load_before']} | {r['page_up']} | {r['first_answer']} | {r['verdict']} | {r['how']} | {r['memory']} |")
+        lines.append(f"| {name.replace('_', ' ')} | {r['load_before']} | {r['page_up']} | {r['first_answer']} | {r['verdict']} | "
+                     f"{r['how']} | {r['memory']} |")
     return "\n".join(lines)
 
 

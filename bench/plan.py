@@ -213,7 +213,8 @@ class _PlanBuilder:
             for n in self.max_new_tokens:
                 self.add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
             if self.sampled:
-                self.add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=True, max_new_tokens=self.n_max, prompt_set=prompt_set)
+                self.add(ours_ar, mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=True, max_new_tokens=self.n_max,
+                         prompt_set=prompt_set)
 
     def _sweep(self, family: Family, drafter: str, draft: str | None, home: str, away: str) -> None:
         """Fixed K swept on the drafter's `home` prompts; its dynamic K there at every N, on the
@@ -239,9 +240,11 @@ class _PlanBuilder:
             return
         for prompt_set in (self.grounded_set, self.open_set):
             for n in self.max_new_tokens:
-                self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
+                self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, sampled=False,
+                         max_new_tokens=n, prompt_set=prompt_set)
             if self.sampled:
-                self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, sampled=True, max_new_tokens=self.n_max, prompt_set=prompt_set)
+                self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, sampled=True,
+                         max_new_tokens=self.n_max, prompt_set=prompt_set)
 
     def prompt_lookup(self) -> None:
         """Prompt lookup swept on grounded prompts."""
@@ -273,12 +276,15 @@ class _PlanBuilder:
         (at our K and its own default) at the smallest."""
         for prompt_set in (self.open_set, self.grounded_set):
             for n in self.max_new_tokens:
-                self.add(self._genai_plain(), mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n, prompt_set=prompt_set)
+                self.add(self._genai_plain(), mode=AR, drafter=None, draft=None, k=None, dynamic=False, sampled=False, max_new_tokens=n,
+                         prompt_set=prompt_set)
         for draft in (d for d in self.drafts if d.same_tokenizer):  # it cannot draft across tokenizers
             family = Family(f"openvino-genai · draft {draft.label}", GENAI, self.target_path, draft=draft.path, precision=self.precision)
-            self.add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, k=self.peer_k, dynamic=False, sampled=False, max_new_tokens=self.n_sweep, prompt_set=self.open_set)
+            self.add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, k=self.peer_k, dynamic=False, sampled=False,
+                     max_new_tokens=self.n_sweep, prompt_set=self.open_set)
         for k in sorted({self.peer_k, GENAI_LOOKUP_K}):  # at our K and at its own default
-            self.add(self._genai_lookup(), mode=SPEC, drafter=LOOKUP, draft=None, k=k, dynamic=False, sampled=False, max_new_tokens=self.n_sweep, prompt_set=self.grounded_set)
+            self.add(self._genai_lookup(), mode=SPEC, drafter=LOOKUP, draft=None, k=k, dynamic=False, sampled=False,
+                     max_new_tokens=self.n_sweep, prompt_set=self.grounded_set)
 
     def optimum_intel(self) -> None:
         """optimum-intel plainly, at the largest N."""
@@ -296,7 +302,8 @@ class _PlanBuilder:
                 if self.dynamic:
                     self.add(self._ours_lookup(), mode=SPEC, drafter=LOOKUP, draft=None, k=self.k_default, dynamic=True, max_new_tokens=n, **greedy)
                     for draft in self.drafts:
-                        self.add(self._ours_draft(draft), mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True, max_new_tokens=n, **greedy)
+                        self.add(self._ours_draft(draft), mode=SPEC, drafter=HYBRID, draft=draft.label, k=self.k_default, dynamic=True,
+                                 max_new_tokens=n, **greedy)
                 if GENAI in self.peers:
                     self.add(self._genai_plain(), mode=AR, drafter=None, draft=None, k=None, dynamic=False, max_new_tokens=n, **greedy)
                     self.add(self._genai_lookup(), mode=SPEC, drafter=LOOKUP, draft=None, k=self.peer_k, dynamic=False, max_new_tokens=n, **greedy)

@@ -442,7 +442,8 @@ def _greedy_lines(report: dict, plan: BenchPlan) -> list[str]:
     for n in sorted({x.max_new_tokens for x in s}):
         for prompt_set in plan.prompt_sets:
             for i, x in enumerate(s):
-                if x.engine == OURS and not x.sampled and not x.exactness and x.max_new_tokens == n and x.prompt_set == prompt_set.name and (x.mode == AR or x.dynamic):
+                if (x.engine == OURS and not x.sampled and not x.exactness and x.max_new_tokens == n and x.prompt_set == prompt_set.name
+                        and (x.mode == AR or x.dynamic)):
                     su = summaries[i]
                     speedups = ("1.00× (baseline) | — | — | —" if x.mode == AR else
                                 " | ".join(_num(su.get(key), 2, "×") for key in
@@ -457,7 +458,8 @@ def _greedy_lines(report: dict, plan: BenchPlan) -> list[str]:
               "token (the prefill, which makes it, left out): what drafting changes.", ""]
     if report["precision"] != "f32":
         lines += ["Same tokens as AR: prompts whose greedy output equals our autoregressive one. At the device's default "
-                  "precision (activations rounded to 8 bits on the fly) a (K+1)-token verify call and one-token decoding round differently, so near-ties "
+                  "precision (activations rounded to 8 bits on the fly) a (K+1)-token verify call and one-token decoding round "
+                  "differently, so near-ties "
                   "can flip and outputs diverge from there; at `--precision f32` they match token for token "
                   "(tests/test_bench.py checks it).", ""]
     return lines
@@ -469,7 +471,8 @@ def _sweep_lines(report: dict, plan: BenchPlan) -> list[str]:
     n_sweep = min(x.max_new_tokens for x in s)
     lines = [f"## K sweep (greedy, N={n_sweep})", ""]
     lines += [
-        "| drafter | prompts | K | tokens/s | speed-up | α | tokens / target call | mean K | plain steps | predicted (Leviathan) | predicted (measured verify) |",
+        "| drafter | prompts | K | tokens/s | speed-up | α | tokens / target call | mean K | plain steps | predicted (Leviathan) "
+        "| predicted (measured verify) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for i, x in enumerate(s):
@@ -503,7 +506,8 @@ def _sampled_lines(report: dict, plan: BenchPlan) -> list[str]:
         su = summaries[i]
         lines.append(
             f"| {s[i].prompt_set} | {s[i].method} | {_num(su['tokens_per_second'])} | "
-            f"{'1.00× (baseline)' if s[i].mode == AR else _row_speedup(report, i)} | {_num(su.get('alpha'), 2)} | {_num(su.get('tokens_per_target_call'), 2)} |"
+            f"{'1.00× (baseline)' if s[i].mode == AR else _row_speedup(report, i)} | {_num(su.get('alpha'), 2)} | "
+            f"{_num(su.get('tokens_per_target_call'), 2)} |"
         )
     lines.append("")
     return lines
@@ -526,7 +530,8 @@ def _peer_lines(report: dict, plan: BenchPlan) -> list[str]:
             accepted = "—" if s[i].mode == AR else f"{_num(su.get('accepted_per_drafted'), 2)} / {_num(ours_rate, 2)}"
             lines.append(
                 f"| {s[i].engine} | {s[i].method} | {s[i].prompt_set} | {s[i].max_new_tokens} | {_num(su['tokens_per_second'])} | "
-                f"{_num(report['peer_ratios'].get(str(i)), 2, '×')} | {_num(report.get('peer_decode_ratios', {}).get(str(i)), 2, '×')} | {accepted} | {_num(su.get('ttft_seconds'), 3)} | {su.get('same_tokens_as_ar') or '—'} |"
+                f"{_num(report['peer_ratios'].get(str(i)), 2, '×')} | {_num(report.get('peer_decode_ratios', {}).get(str(i)), 2, '×')} | "
+                f"{accepted} | {_num(su.get('ttft_seconds'), 3)} | {su.get('same_tokens_as_ar') or '—'} |"
             )
         lines.append("")
     lines += [f"- {note}" for note in report["peer_notes"]]
@@ -600,7 +605,8 @@ def _cost_lines(costs: dict, plan: BenchPlan, report: dict) -> list[str]:
                   "| configuration | total | prefill | draft | target calls | other |", "|---|---|---|---|---|---|"]
         for i in phased:
             ms = report["summaries"][i]["ms_per_token"]
-            lines.append(f"| {plan.settings[i].method} · N={plan.settings[i].max_new_tokens} · {plan.settings[i].prompt_set} | {sum(ms.values()):.1f} | "
+            setting = plan.settings[i]
+            lines.append(f"| {setting.method} · N={setting.max_new_tokens} · {setting.prompt_set} | {sum(ms.values()):.1f} | "
                          f"{ms['prefill']:.1f} | {ms['draft']:.1f} | {ms['target']:.1f} | {ms['other']:.1f} |")
         lines.append("")
     ar = [i for i, x in enumerate(plan.settings) if x.engine == OURS and x.mode == AR and not x.sampled and not x.exactness]
@@ -679,9 +685,11 @@ def plot(report: dict, plan: BenchPlan, path) -> None:
     dynamic_at = len(ks)
     curves = defaultdict(list)
     for i, x in enumerate(s):
-        if x.engine == OURS and x.mode == SPEC and not x.sampled and not x.exactness and x.max_new_tokens == n_sweep and not (x.dynamic and x.drafter == HYBRID):
+        if (x.engine == OURS and x.mode == SPEC and not x.sampled and not x.exactness and x.max_new_tokens == n_sweep
+                and not (x.dynamic and x.drafter == HYBRID)):
             name = f"{x.how} · {x.prompt_set}"
-            curves[name].append((dynamic_at if x.dynamic else positions[x.k], summaries[i].get("speedup"), summaries[i].get("predicted_speedup_measured_verify")))
+            at = dynamic_at if x.dynamic else positions[x.k]
+            curves[name].append((at, summaries[i].get("speedup"), summaries[i].get("predicted_speedup_measured_verify")))
     for name, points in curves.items():
         points = sorted(p for p in points if p[1] is not None)
         fixed = [p for p in points if p[0] != dynamic_at]
@@ -719,7 +727,8 @@ def plot(report: dict, plan: BenchPlan, path) -> None:
     right.invert_yaxis()
     right.set_xlabel("tokens/s (median over repeats; bars: min–max)")
     right.set_title("Tokens/s (greedy): ours blue, openvino-genai orange, optimum-intel green", fontsize=10)
-    fig.suptitle(f"{report['name']}: {report['models']['target']['label']} on {report['machine']['cpu']} ({report['machine']['cores']} cores)", fontsize=10)
+    machine = report["machine"]
+    fig.suptitle(f"{report['name']}: {report['models']['target']['label']} on {machine['cpu']} ({machine['cores']} cores)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench.plan import Draft, BenchPlan, PromptSet, Setting
+from bench.plan import BenchPlan, Draft, PromptSet, Setting
 from bench.report import derive
 from bench.run import write_outputs
 

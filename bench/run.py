@@ -6,10 +6,11 @@ embedded Qwen2.5-Coder-0.5B-Instruct as its draft model (the paper's method: the
 family, its head scoring the most frequent tokens only), prompt lookup, and the hybrid of the two,
 on open questions, code-editing and open coding prompts. `--target
 embedded:SmolLM2-135M-Instruct` runs the small model with an INT4 copy of itself as the draft (a
-draft as deep as its target: the case where speculation cannot pay). Each configuration family runs in its own process for the whole run (so its peak RSS is
-its own); generations are sent round-robin over all configurations within each repeat, after a
-warm-up, so drift on a shared machine hits them alike. Ratios are taken within each repeat, then
-the median over repeats is reported. Writes <out>/<name>.json, .md and .png, and prints the tables.
+draft as deep as its target: the case where speculation cannot pay). Each configuration family
+runs in its own process for the whole run (so its peak RSS is its own); generations are sent
+round-robin over all configurations within each repeat, after a warm-up, so drift on a shared
+machine hits them alike. Ratios are taken within each repeat, then the median over repeats is
+reported. Writes <out>/<name>.json, .md and .png, and prints the tables.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.plan import GENAI, OPTIMUM, Draft, BenchPlan, build_plan, load_prompt_sets
+from bench.plan import GENAI, OPTIMUM, BenchPlan, Draft, build_plan, load_prompt_sets
 from bench.report import derive, markdown, plot
 from bench.workers import Worker, WorkerError
 from spec.config import DRAFT_VOCABULARY
@@ -70,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="prompt lookup searches only the prompt and its answer, not the run's answers to other prompts")
     parser.add_argument("--no-exactness", action="store_true", help="skip running every method once more at f32 to check its text")
     parser.add_argument("--weight-format", default="int8", choices=("int8", "int4", "fp32"), help="compression of converted targets")
-    parser.add_argument("--precision", default="default", choices=("default", "f32"), help="precision for our engine and its peers (default: activations rounded to 8 bits on the fly)")
+    parser.add_argument("--precision", default="default", choices=("default", "f32"),
+                        help="precision for our engine and its peers (default: activations rounded to 8 bits on the fly)")
     parser.add_argument("--name", help="results file name (default: derived from the target)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="peers to measure beside ours (default: both)")
@@ -122,10 +124,10 @@ def _progress(message: str) -> None:
 
 def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_per_set: int | None) -> BenchPlan:
     """Resolve (convert if needed) the models, read the prompts, and lay out every configuration."""
-    from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
     from spec.errors import ModelError
-    from spec.progress import TerminalProgress
+    from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
     from spec.models.resolve import resolve_model
+    from spec.progress import TerminalProgress
 
     target_ref = args.target or DEFAULT_REF
     report = TerminalProgress(sys.stderr, "[bench] ")
@@ -139,7 +141,8 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
                 resolved = resolve_model(target_ref, "int4", report)
                 if resolved.weight_format != "int4":
                     raise ValueError(f"{SELF_INT4} needs a target that the engine converts itself, but {target_ref} is a ready IR")
-                drafts.append(Draft(SELF_INT4, str(resolved.path), "the target itself with INT4 weights (as deep as the target, so it costs about as much per token)"))
+                drafts.append(Draft(SELF_INT4, str(resolved.path),
+                                    "the target itself with INT4 weights (as deep as the target, so it costs about as much per token)"))
             else:
                 resolved = resolve_model(ref, args.draft_weight_format or _page_weight_format(ref) or args.weight_format, report)
                 same = _same_tokenizer(target.path, resolved.path)
@@ -365,7 +368,8 @@ def _report(plan: BenchPlan, args: argparse.Namespace, argv: list[str], started:
             "target": {"label": plan.target_label, "path": plan.target_path, "path_name": Path(plan.target_path).name},
             "drafts": [{"label": d.label, "path": d.path, "description": d.description} for d in plan.drafts],
         },
-        "prompt_sets": [{"name": s.name, "kind": s.kind, "description": s.description, "prompts": [p for p, _ in s.prompts]} for s in plan.prompt_sets],
+        "prompt_sets": [{"name": s.name, "kind": s.kind, "description": s.description, "prompts": [p for p, _ in s.prompts]}
+                        for s in plan.prompt_sets],
         "settings": [{"index": i, **vars(s), "method": s.method, "label": s.label} for i, s in enumerate(plan.settings)],
         **derive(plan, records, costs),
         "costs": costs,

@@ -32,8 +32,20 @@ import time
 from pathlib import Path
 
 from bench.served_app import (
-    REPO, Page, Parser, SetupError, app_env, check_url, examples_from, free_port, numbers_of, page, race_live, start_app,
-    stop_app, wait_for_line,
+    REPO,
+    Page,
+    Parser,
+    SetupError,
+    app_env,
+    check_url,
+    examples_from,
+    free_port,
+    numbers_of,
+    page,
+    race_live,
+    start_app,
+    stop_app,
+    wait_for_line,
 )
 
 LANES = ("autoregressive", "speculative")

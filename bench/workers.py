@@ -166,11 +166,10 @@ class _Ours:
         self.history = AnswerHistory()
 
     def run(self, job: dict) -> dict:
-        from spec.config import GenerationConfig
-        from spec.config import AUTOREGRESSIVE, DRAFT_MODEL
-        from spec.decoding.plugins import needs_draft_model
+        from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, GenerationConfig
         from spec.decoding.engine import stream
         from spec.decoding.generation import CORRECTION
+        from spec.decoding.plugins import needs_draft_model
 
         k = job.get("k") or 4
         config = GenerationConfig(
@@ -386,10 +385,10 @@ class _Costs:
             for width in [1] + [k + 1 for k in ks]:
                 for _ in range(3):
                     verify(width)
-                logits = timed(f"target_{width}", lambda: verify(width))
+                logits = timed(f"target_{width}", lambda width=width: verify(width))
                 if width == 5:
-                    timed("greedy_choice_5", lambda: greedy.distribution(logits))
-                    timed("sampled_distribution_5", lambda: sampled.distribution(logits))
+                    timed("greedy_choice_5", lambda logits=logits: greedy.distribution(logits))
+                    timed("sampled_distribution_5", lambda logits=logits: sampled.distribution(logits))
             timed("target_1_after_5", lambda: verify(1))
             timed("target_5_after_1", lambda: verify(5))
             target.forward([token] * 5)
@@ -398,7 +397,7 @@ class _Costs:
                 cache.reset()
                 cache.forward(prompt_ids)
                 cache.forward([token])
-                timed(f"draft_1:{path}", lambda: cache.forward([token]))
+                timed(f"draft_1:{path}", lambda cache=cache: cache.forward([token]))
         out = {name: float(np.median(values)) for name, values in samples.items()}
         return out | {"context_tokens": len(prompt_ids), "bytes_per_step": self.bytes_per_step,
                       "read_bytes_per_second": read_bandwidth()}

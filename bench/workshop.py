@@ -28,8 +28,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.served_app import (
-    MemorySampler, Page, Parser, SetupError, app_env, check_url, examples_from, free_port, has_text, is_busy, numbers_of, page,
-    percentile, start_app, stop_app, wait_for_line,
+    MemorySampler,
+    Page,
+    Parser,
+    SetupError,
+    app_env,
+    check_url,
+    examples_from,
+    free_port,
+    has_text,
+    is_busy,
+    numbers_of,
+    page,
+    percentile,
+    start_app,
+    stop_app,
+    wait_for_line,
 )
 
 # Prompts of the visitors' own: short, distinct coding questions (no two visitors send the same one).

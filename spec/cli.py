@@ -24,8 +24,19 @@ import threading
 from typing import TextIO
 
 from spec.config import (
-    AUTOREGRESSIVE, DEFAULT_PRECISION, DRAFT_MODEL, HYBRID, INT8, MODES, PRECISIONS, PROMPT_LOOKUP, SPECULATIVE,
-    WEIGHT_FORMATS, GenerationConfig, ModelKey, default_device,
+    AUTOREGRESSIVE,
+    DEFAULT_PRECISION,
+    DRAFT_MODEL,
+    HYBRID,
+    INT8,
+    MODES,
+    PRECISIONS,
+    PROMPT_LOOKUP,
+    SPECULATIVE,
+    WEIGHT_FORMATS,
+    GenerationConfig,
+    ModelKey,
+    default_device,
 )
 from spec.decoding.plugins import PLUGINS, needs_draft_model
 from spec.errors import ModelError
@@ -53,7 +64,8 @@ def _generation_options(command: argparse.ArgumentParser, target_help: str) -> N
     command.add_argument("--draft", help="a draft model turns speculation on (same forms as --target; another tokenizer is fine)")
     command.add_argument("--prompt-lookup", action="store_true",
                          help="draft by copying from the prompt; with --draft: the hybrid, each round the better of the two")
-    command.add_argument("--drafter", choices=[name for name, plugin in PLUGINS.items() if plugin.needs_draft_model], help="with --draft: the hybrid or the draft model alone")
+    command.add_argument("--drafter", choices=[name for name, plugin in PLUGINS.items() if plugin.needs_draft_model],
+                         help="with --draft: the hybrid or the draft model alone")
     command.add_argument("--max-new-tokens", type=int, default=128)
     command.add_argument("--k", type=int, help="tokens each target call verifies (default 4; with dynamic K a draft model "
                          "may make fewer, free guesses fill the rest)")

@@ -6,8 +6,21 @@ from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.drafters import Drafter, HybridDrafter, PromptLookupDrafter
 from spec.decoding.plugins import PLUGINS
 from spec.decoding.policy import (
-    CallCosts, DynamicK, FixedK, HybridK, LookupAcceptance, LookupK, PairMemory, Pause, Round, RoundResult, Schedule,
-    expected_tokens, match_key, predicted_speedup, prior_width_cost,
+    CallCosts,
+    DynamicK,
+    FixedK,
+    HybridK,
+    LookupAcceptance,
+    LookupK,
+    PairMemory,
+    Pause,
+    Round,
+    RoundResult,
+    Schedule,
+    expected_tokens,
+    match_key,
+    predicted_speedup,
+    prior_width_cost,
 )
 
 T = 0.010  # seconds of a plain target step in these tests

@@ -437,7 +437,8 @@ def test_phone_width_and_dark_mode_stay_readable(served, browser):
             assert not overflowing, f"text runs out of its box: {overflowing}"
             if name == "dark":
                 colour = page.evaluate(
-                    "getComputedStyle(document.querySelector('#spec-output .tok-accepted, #spec-output .tok-lookup, #spec-output .tok-correction')).color"
+                    "getComputedStyle(document.querySelector("
+                    "'#spec-output .tok-accepted, #spec-output .tok-lookup, #spec-output .tok-correction')).color"
                 )
                 assert colour != "rgb(0, 0, 0)", "dark mode: token text must not be black on a dark pane"
             page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

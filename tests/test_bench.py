@@ -77,7 +77,8 @@ def test_humaneval_runs_beside_the_peers_and_matches_autoregressive(smoke_run):
     runs = [(s, su) for s, su in zip(report["settings"], report["summaries"]) if s["prompt_set"] == "humaneval"]
     assert {(s["engine"], s["drafter"], s["max_new_tokens"]) for s, _ in runs} >= {
         (engine, drafter, n) for n in (8, 16)
-        for engine, drafter in (("ours", None), ("ours", "prompt-lookup"), ("ours", "hybrid"), ("openvino-genai", None), ("openvino-genai", "prompt-lookup"))
+        for engine, drafter in (("ours", None), ("ours", "prompt-lookup"), ("ours", "hybrid"),
+                                ("openvino-genai", None), ("openvino-genai", "prompt-lookup"))
     }
     assert all(su["same_tokens_as_ar"] == "1/1" for s, su in runs if s["engine"] == "ours" and s["mode"] == "speculative")
     assert "### Per prompt: humaneval" in text

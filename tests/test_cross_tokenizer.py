@@ -233,7 +233,8 @@ def test_sampled_cross_tokenizer_drafts_follow_the_target_distribution(cross_mod
     for seed in range(runs):
         config = GenerationConfig(seed=seed, num_assistant_tokens=2, dynamic_k=False, **settings)
         oracle = OracleDraft(bytes_draft.tokenizer, draft_prompt, text, strict=False)
-        drafter = CrossTokenizerDrafter(oracle, bytes_draft.tokenizer, target.tokenizer, draft_prompt, len(prompt_ids), {2}, len(bytes_draft.tokenizer))
+        drafter = CrossTokenizerDrafter(oracle, bytes_draft.tokenizer, target.tokenizer, draft_prompt, len(prompt_ids), {2},
+                                        len(bytes_draft.tokenizer))
         rng = np.random.default_rng(seed)
         generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
         target_cache = target.model.new_cache()

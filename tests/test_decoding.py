@@ -51,9 +51,8 @@ def test_greedy_equality_holds_on_the_real_int8_model_at_f32():
     """On real INT8 weights the CPU quantizes activations on the fly, differently for one token than
     for K+1; tiny random models have no near-ties to show it, SmolLM2 does (within 64 tokens)."""
     from spec.config import ModelKey
-    from spec.models.registry import load_model
-
     from spec.models.embedded import QUICK_REF
+    from spec.models.registry import load_model
 
     with real_models_dir():  # SmolLM2 by name: the default (None) is Qwen, whose preparation test_embedded_qwen watches
         target = load_model(ModelKey(QUICK_REF, "int8", "f32"))

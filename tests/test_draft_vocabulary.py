@@ -105,8 +105,8 @@ def test_a_restricted_int4_head_keeps_its_packed_rows(tmp_path, tiny_models_dir)
     import nncf
     import openvino as ov
 
-    from spec.models.runtime import compile_model
     from spec.models.registry import load_model
+    from spec.models.runtime import compile_model
 
     path = build_checkpoint(tmp_path / "llama", arch="llama", seed=4)
     with models_dir_at(tiny_models_dir):

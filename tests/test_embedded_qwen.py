@@ -11,16 +11,11 @@ import resource
 
 import pytest
 
-from spec.config import (
-    AUTOREGRESSIVE,
-    SPECULATIVE,
-    GenerationConfig,
-    ModelKey,
-)
-from spec.models.embedded import DEFAULT_REF, QWEN_CODER_1_5B, QwenCoder
+from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.engine import stream
-from spec.progress import phase_of
+from spec.models.embedded import DEFAULT_REF, QWEN_CODER_1_5B, QwenCoder
 from spec.models.registry import load_model
+from spec.progress import phase_of
 from tests.conftest import real_models_dir
 
 EDIT = "Add type hints to this function and keep everything else as it is.\n\ndef scale(values, factor):\n    return [v * factor for v in values]\n"

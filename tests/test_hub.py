@@ -24,8 +24,8 @@ from spec.models import hub
 from spec.models.export import IR_BIN
 from spec.models.registry import ModelRegistry
 from spec.models.resolve import resolve_model
-from spec.serving.playback import watch
 from spec.serving.phases import RacePhase
+from spec.serving.playback import watch
 from spec.serving.scheduler import RaceRequest, Scheduler
 from tests.conftest import CHECKPOINT, CHUNK, DRAFT, TARGET
 

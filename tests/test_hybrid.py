@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round, RoundResult
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.engine import generate, stream
 from spec.decoding.generation import ACCEPTED, LOOKUP
+from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round, RoundResult
 from tests.test_adaptive_k import COPYING, NEW_TEXT
 from tests.test_cross_tokenizer import PROMPT, greedy_text
 

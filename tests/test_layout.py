@@ -125,7 +125,8 @@ def test_the_front_door_exports_what_scripts_use_without_loading_openvino():
 
 
 def test_pure_modules_import_without_openvino_or_ui():
-    pure = ["spec.decoding.sampling", "spec.decoding.acceptance", "spec.decoding.drafters", "spec.decoding.policy", "spec.decoding.target_memory", "spec.decoding.speculative", "spec.decoding.autoregressive"]
+    pure = ["spec.decoding.sampling", "spec.decoding.acceptance", "spec.decoding.drafters", "spec.decoding.policy",
+            "spec.decoding.target_memory", "spec.decoding.speculative", "spec.decoding.autoregressive"]
     code = f"import sys; import {', '.join(pure)}; print(sorted(m for m in ('openvino', 'gradio', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -19,11 +19,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from spec.errors import ModelError
 from spec.models import conversion_cache, embedded, export, hub
 from spec.models.embedded import QUICK_REF
-from spec.errors import ModelError
-from spec.progress import Phase, phase_of
 from spec.models.resolve import ResolvedModel, resolve_model
+from spec.progress import Phase, phase_of
 from tests.tiny_models import build_checkpoint
 
 # Read at collection, before any fixture (conftest's included) points SPEC_MODELS_DIR elsewhere:

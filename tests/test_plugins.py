@@ -18,7 +18,6 @@ from spec.serving.phases import RacePhase
 from spec.serving.presets import PRESETS
 from spec.serving.race import run_race
 
-
 # --- The new drafter's file: spec/decoding/plugins/repeat_last.py in docs/adding-a-drafter.md ---------
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from spec.errors import ModelError
-from spec.serving.presets import CUSTOM, PRESETS
 from spec.models.resolve import resolve_model
+from spec.serving.presets import CUSTOM, PRESETS
 
 
 def test_a_hub_pair_is_unavailable_offline_unless_cached():

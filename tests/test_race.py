@@ -7,16 +7,16 @@ import time
 
 import pytest
 
-from spec.decoding.policy import expected_tokens
 from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
+from spec.decoding.policy import expected_tokens
+from spec.models.registry import ModelRegistry
 from spec.serving.lanes import Lane
 from spec.serving.limits import Limits, PromptTooLong, check_prompt
 from spec.serving.loading import load_pair
 from spec.serving.phases import RacePhase
 from spec.serving.race import run_race
 from spec.serving.verdict import MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, explain, verdict
-from spec.models.registry import ModelRegistry
 from tests.conftest import models_dir_at
 
 

@@ -62,7 +62,8 @@ def test_an_update_carries_only_what_is_new_and_the_last_one_everything():
 def test_every_histogram_bar_says_what_it_is_and_none_kept_is_not_green():
     stats = Stats(accepted_histogram=[5, 2, 0, 1, 3], plain_steps=4)
     hist = render.histogram(stats, k=4)
-    rows = re.findall(r'<div class="bar-row" title="([^"]+)"><span class="bar-label">([^<]+)</span><span class="bar-track"><span class="bar bar-(\w+)"', hist)
+    rows = re.findall(r'<div class="bar-row" title="([^"]+)"><span class="bar-label">([^<]+)</span>'
+                      r'<span class="bar-track"><span class="bar bar-(\w+)"', hist)
     assert [label for _, label, _ in rows] == ["0 of 4 kept", "1 of 4 kept", "2 of 4 kept", "3 of 4 kept", "4 of 4 kept", "no draft"]
     kinds = {label: kind for _, label, kind in rows}
     assert kinds["0 of 4 kept"] == "none" and kinds["1 of 4 kept"] == "kept" and kinds["no draft"] == "plain"

@@ -113,7 +113,7 @@ def test_the_default_precision_computes_in_f32_only_where_the_cpu_has_amx(tmp_pa
     avx512.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16\n")
     assert cpu_has_amx(amx) and not cpu_has_amx(avx512) and not cpu_has_amx(tmp_path / "missing")
     for has_amx in (True, False):
-        monkeypatch.setattr(runtime, "cpu_has_amx", lambda: has_amx)
+        monkeypatch.setattr(runtime, "cpu_has_amx", lambda has_amx=has_amx: has_amx)
         config = precision_config(DEFAULT_PRECISION)
         assert config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128"
         assert config.get("INFERENCE_PRECISION_HINT") == ("f32" if has_amx else None)

@@ -307,8 +307,7 @@ def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
 
 
 def test_finished_races_survive_a_restart_and_replay_labelled_with_when_and_where(pair, tmp_path, monkeypatch):
-    from spec.serving import playback as playback_module, recording as recording_module, scheduler as scheduler_module
-    from spec.serving import store as store_module
+    from spec.serving import playback as playback_module, recording as recording_module, scheduler as scheduler_module, store as store_module
     from spec.serving.numbers import view_numbers
     from spec.serving.playback import replay_label
 

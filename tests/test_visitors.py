@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -23,8 +21,8 @@ from spec.models.conversion_cache import models_dir
 from spec.models.registry import ModelRegistry
 from spec.models.resolve import resolve_model
 from spec.models.visitors import LEDGER, VisitorLimits, VisitorModels
-from spec.serving.playback import watch
 from spec.serving.phases import RacePhase
+from spec.serving.playback import watch
 from spec.serving.scheduler import RaceRequest, Scheduler
 from tests.conftest import CHECKPOINT, DRAFT, TARGET, models_dir_at
 

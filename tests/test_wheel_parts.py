@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from spec.models import wheel_parts
 from spec.errors import ModelError
+from spec.models import wheel_parts
 from spec.models.wheel_parts import Part, SplitFile, assemble, install_parts, missing_parts
 
 

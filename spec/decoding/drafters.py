@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
-from spec.decoding.autoregressive import decode_one_token
 from spec.config import PROMPT_LOOKUP
+from spec.decoding.autoregressive import decode_one_token
 from spec.decoding.generation import ACCEPTED, LOOKUP
 from spec.decoding.history import SEPARATOR
 from spec.decoding.sampling import Sampler

@@ -10,18 +10,18 @@ from typing import Iterator
 
 import numpy as np
 
-from spec.decoding.autoregressive import autoregressive
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
+from spec.decoding.autoregressive import autoregressive
 from spec.decoding.drafters import Drafter
 from spec.decoding.generation import Generation, GenerationResult, Step
 from spec.decoding.history import AnswerHistory
 from spec.decoding.plugins import PLUGINS, DraftSetup, drafter_plugin
 from spec.decoding.policy import PairMemory
 from spec.decoding.prompt import encode_prompt
-from spec.models.registry import LoadedModel
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
 from spec.decoding.target_memory import target_memory
+from spec.models.registry import LoadedModel
 
 __all__ = ["choose_drafter", "encode_prompt", "generate", "make_drafter", "stream"]
 

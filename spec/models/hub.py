@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from spec.models.embedded import DEFAULT_REF
 from spec.errors import Cancelled, ModelError
+from spec.models.embedded import DEFAULT_REF
 from spec.models.export import IR_XML
 from spec.progress import Phase, ProgressFn, phase
 

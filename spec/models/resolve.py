@@ -11,11 +11,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from spec.models import embedded, export_process, hub
 from spec.config import INT8, WEIGHT_FORMATS
+from spec.errors import ModelError
+from spec.models import embedded, export_process, hub
 from spec.models.conversion_cache import convert_cached
 from spec.models.embedded import DEFAULT_REF, PREFIX
-from spec.errors import ModelError
 from spec.models.export import IR_BIN, IR_XML, TOKENIZER_FILES
 from spec.models.hub import StopFn
 from spec.models.visitors import VisitorModels

@@ -35,8 +35,10 @@ class ServerSettings:
     max_prompt_tokens: int = 1024  # SPEC_MAX_PROMPT_TOKENS: longer prompts are refused (the model's context bounds them too)
     max_race_seconds: float = 120.0  # SPEC_MAX_RACE_SECONDS: both lanes stop after this long; 0 means no limit
     allow_local_models: bool = True  # SPEC_ALLOW_LOCAL_MODELS: custom pairs may name folders on this server (never on a Space by default)
-    custom_memory_gb: float | None = None  # SPEC_CUSTOM_MEMORY_GB: memory a visitor's model may take to convert or load (unset: 80% of what is available then)
-    custom_disk_gb: float | None = None  # SPEC_CUSTOM_DISK_GB: disk visitors' models may take together, least recently used evicted (unset: half the free disk)
+    # SPEC_CUSTOM_MEMORY_GB: memory a visitor's model may take to convert or load (unset: 80% of what is available then)
+    custom_memory_gb: float | None = None
+    # SPEC_CUSTOM_DISK_GB: disk visitors' models may take together, least recently used evicted (unset: half the free disk)
+    custom_disk_gb: float | None = None
     update_seconds: float = 0.25  # SPEC_APP_UPDATE_SECONDS: at most one page update per viewer this often
     preload: bool = True  # SPEC_APP_PRELOAD: load the default pair at start-up, before the first visitor
     preheat: bool = True  # SPEC_APP_PREHEAT: then race the page's examples, so a click is a replay

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from spec.decoding.plugins.draft_model import DraftModelPlugin
 from spec.decoding.plugins.hybrid import HybridPlugin
-from spec.decoding.plugins.plugin import DraftSetup, DrafterPlugin
+from spec.decoding.plugins.plugin import DrafterPlugin, DraftSetup
 from spec.decoding.plugins.prompt_lookup import PromptLookupPlugin
 
 # name -> plug-in, in the order the page offers them (the first a pair supports is its default).
