@@ -7,11 +7,9 @@ it to every visitor who asks for it; this file only renders what it yields.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import inspect
 import itertools
-import logging
 import os
 import sys
 import threading
@@ -21,7 +19,7 @@ from typing import Iterator
 import gradio as gr
 
 import render
-from spec.config import F32, ModelKey
+from spec.config import F32
 from spec.decoding.plugins import PLUGINS
 from spec.errors import ModelError
 from spec.models import hub, library_output
@@ -33,6 +31,7 @@ from spec.progress import TerminalProgress
 from spec.serving import warmup
 from spec.serving.audience import Audience, page_url, public_address
 from spec.serving.examples import EXAMPLES
+from spec.serving.hub_status import HubStatus
 from spec.serving.limits import Limits
 from spec.serving.phases import RacePhase
 from spec.serving.playback import watch
@@ -43,9 +42,6 @@ from spec.serving.scheduler import Busy, Scheduler
 from spec.serving.sessions import Sessions
 from spec.serving.settings import ServerSettings
 from spec.serving.store import RecordingStore
-from spec.serving.verdict import MIN_TOKENS_FOR_VERDICT
-
-log = logging.getLogger("app")
 
 # --- Settings (environment variables, spec/serving/settings.py; flags override host and port) ---
 
@@ -74,49 +70,28 @@ audience = Audience()  # the browser sessions with the page open, for the presen
 # Finished races are kept beside the models, so that a restarted server replays them from the first click.
 store = RecordingStore(S.stored_races, int(S.stored_mb * 2**20), models_dir() / "recordings")
 scheduler = Scheduler(registry, LIMITS, S.concurrency, S.max_queue, store)  # one computation per distinct race
-_hub: dict[str, bool | None] = {"reachable": None}  # None until the start-up check has answered
-_hub_lock = threading.Lock()  # the page's first load and the preload may both ask: the Hub is asked once
+hub_status = HubStatus()  # whether the Hub answers, asked once
 _watches = itertools.count(1)  # each watch of a race resets the page's panes once
 
 # --- A short description --------------------------------------------------------------------
 
 LEAD = ("**Autoregressive** decoding writes one token per pass of the target model; **speculative** "
         "decoding lets a drafter guess K tokens that the target checks in *one* pass. Pick an example and press Race.")
-DESCRIPTION = f"""
-The drafter is **prompt lookup**, which copies spans of the prompt (edits, fixes, rewrites), a small
-**draft model** (even one with another tokenizer), or the **hybrid**, which picks the better of the two
-each round. {render.SAME_TEXT_PROMISE}
-
-**How the race is measured.** Both methods run on this machine taking turns: whichever has used
-less compute time goes next, so they never compete for the CPU. Each method's clock runs only
-while it computes. Decode tokens/s counts the tokens after the first over the compute time after the
-first token (reading the prompt is the same work for both); the speed-up is their ratio, called once
-both made {MIN_TOKENS_FOR_VERDICT} tokens. Models load before the clocks start.
-
-**Many visitors, one race.** Each distinct race (pair, prompt, settings, seed) is computed once: asking
-for one that is running joins it; one that ran here before is replayed at its recorded pace, labelled
-as a replay, with a button to race it live. Nothing a viewer does slows the race. Prompts of up to
-{S.max_prompt_tokens:,} tokens; a race stops after {S.max_race_seconds:.0f} s; {S.concurrency} race(s) computed at a time.
-"""
 
 # --- Handlers ----------------------------------------------------------------------------------
 
 
 def _page(update: render.PageUpdate) -> tuple:
-    """render's PageUpdate as Gradio's outputs, in the order of `race_outputs` below: None leaves a
-    component as it is."""
-    def kept(value):
-        return gr.skip() if value is None else value
-
-    return (kept(update.status), kept(update.speedup), kept(update.feed), kept(update.ar_stats), kept(update.spec_stats),
-            kept(update.summary), kept(update.numbers),
-            gr.skip() if update.race_it_live is None else gr.Button(visible=update.race_it_live))
+    """render's PageUpdate as Gradio's outputs, a field per component of `race_outputs` below, in
+    the same order: None leaves a component as it is."""
+    *html, live = (gr.skip() if value is None else value for value in update)
+    return (*html, live if update.race_it_live is None else gr.Button(visible=update.race_it_live))
 
 
 def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed,
              max_new_tokens, exact) -> tuple[Preset, RaceRequest]:
     pair = choose_pair(PRESET_BY_LABEL, preset_label, drafter, {v: n for n, v in DRAFTER_CHOICES},
-                       _hub["reachable"] is not False, hub.cached)
+                       hub_status.reachable is not False, hub.cached)
     target_ref, draft_ref = pair.models(drafter, str(custom_target or ""), str(custom_draft or ""))
     if exact:
         pair = dataclasses.replace(pair, precision=F32)
@@ -200,29 +175,13 @@ def leave(request: gr.Request) -> None:
     audience.leave(getattr(request, "session_hash", None) or "")
 
 
-def check_hub() -> bool:
-    """Whether the Hub (or the mirror HF_ENDPOINT names) answers: asked once, with a short timeout."""
-    with _hub_lock:
-        if _hub["reachable"] is None:
-            _hub["reachable"] = hub.reachable(timeout=3.0)
-            if not _hub["reachable"]:
-                log.info("Not reachable: %s; only the embedded models%s will work.", hub.hub_name(),
-                         " and local folders" if ALLOW_LOCAL_MODELS else "")
-        return _hub["reachable"]
-
-
-def _keys(pair: Preset) -> list[ModelKey]:
-    return [key for key in pair.keys(pair.target, pair.draft, S.device) if key is not None] if pair.target else []
-
-
 def on_load():
     """On page load: the pairs that can run here (the others named once, small, at the foot of the
     page), the default pair, or the quick one while the default is still being prepared."""
-    reachable = check_hub()
+    reachable = hub_status.check(ALLOW_LOCAL_MODELS)
     unavailable = {p.label: reason for p in PRESETS if (reason := p.unavailable(reachable, hub.cached))}
-    notice = gr.Markdown(f"Not available on this server: {', '.join(unavailable)} ({next(iter(unavailable.values()), '')}).",
-                         visible=bool(unavailable))
-    preparing = any(registry.progress(key) is not None for key in _keys(DEFAULT_PRESET))
+    notice = gr.Markdown(render.unavailable(unavailable), visible=bool(unavailable))
+    preparing = warmup.preparation(registry, DEFAULT_PRESET.own_keys(S.device))[0] is not None
     label = QUICK_PRESET.label if preparing else DEFAULT_PRESET.label
     placeholder = "owner/name or /path/to/model" if ALLOW_LOCAL_MODELS else "owner/name (a Hugging Face model id)"
     return (gr.Dropdown(choices=[p.label for p in PRESETS if p.label not in unavailable], value=label),
@@ -232,10 +191,9 @@ def on_load():
 def preparation_status(chosen: str):
     """A line above the prompt while the default pair is prepared, saying where it stands; once it
     is ready, a pointer to it for a visitor still on the quick pair. The timer stops then."""
-    latest = next((p for p in (registry.progress(key) for key in _keys(DEFAULT_PRESET)) if p is not None), None)
-    if latest is not None:
-        return gr.HTML(render.preparing(DEFAULT_PRESET.label, latest[0], QUICK_PRESET.label), visible=True), gr.Timer(active=True)
-    ready = set(_keys(DEFAULT_PRESET)) <= set(registry.loaded())
+    message, ready = warmup.preparation(registry, DEFAULT_PRESET.own_keys(S.device))
+    if message is not None:
+        return gr.HTML(render.preparing(DEFAULT_PRESET.label, message, QUICK_PRESET.label), visible=True), gr.Timer(active=True)
     return gr.HTML(render.prepared(DEFAULT_PRESET.label), visible=ready and chosen == QUICK_PRESET.label), gr.Timer(active=False)
 
 
@@ -248,12 +206,8 @@ def drafter_choices(pair: Preset, custom_draft: str = "", current: str | None = 
 def choose_preset(label: str):
     """The pair's drafters, its notes, and (for a custom pair) the two model boxes."""
     pair = PRESET_BY_LABEL.get(label, DEFAULT_PRESET)
-    notes = pair.notes
-    if pair.label == CUSTOM and not ALLOW_LOCAL_MODELS:
-        notes += " This server takes Hugging Face model ids (owner/name) only."
-    if pair.label == CUSTOM and _hub["reachable"] is False:
-        notes += f" ⚠️ {hub.hub_name()} is unreachable from this server: only models already cached here will load."
-    return drafter_choices(pair), gr.Row(visible=pair.label == CUSTOM), notes
+    unreachable = hub.hub_name() if hub_status.reachable is False else None
+    return drafter_choices(pair), gr.Row(visible=pair.label == CUSTOM), render.pair_notes(pair, ALLOW_LOCAL_MODELS, unreachable)
 
 
 def custom_draft_typed(label: str, custom_draft: str, current: str):
@@ -318,7 +272,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
             top_p = gr.Slider(*RANGES["top_p"], value=DEFAULTS["top_p"], step=0.05, label="Top-p")
             seed = gr.Number(value=DEFAULTS["seed"], precision=0, label="Seed (empty = random)")
     with gr.Accordion("What is this, and how is it measured?", open=False, elem_id="about"):
-        gr.Markdown(DESCRIPTION, elem_classes="measurement")
+        gr.Markdown(render.about(S.max_prompt_tokens, S.max_race_seconds, S.concurrency), elem_classes="measurement")
         numbers = gr.JSON(label="This race's numbers (what the /race API returns last)", elem_id="numbers")
     offline_notice = gr.Markdown(visible=False, elem_id="hub-notice", elem_classes="operator-note")
     room_open = gr.Button("Show QR for the room", size="sm", elem_id="room-open")
@@ -363,9 +317,9 @@ def example_requests() -> list[RaceRequest]:
 def _preload() -> None:
     """Ask whether the Hub answers, load the quick pair and the default one, then race the page's
     examples so that a click is a replay; progress goes to the terminal, one line a phase."""
-    check_hub()
+    hub_status.check(ALLOW_LOCAL_MODELS)
     if S.preload:
-        pairs = {pair.label: _keys(pair) for pair in dict.fromkeys((QUICK_PRESET, DEFAULT_PRESET))}
+        pairs = {pair.label: pair.own_keys(S.device) for pair in dict.fromkeys((QUICK_PRESET, DEFAULT_PRESET))}
         ready = warmup.preload(registry, pairs, TerminalProgress(library_output.terminal(), "[app] "))
         if S.preheat and DEFAULT_PRESET.label in ready:
             warmup.preheat(scheduler, example_requests)
@@ -373,17 +327,11 @@ def _preload() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     global ALLOW_LOCAL_MODELS
-    parser = argparse.ArgumentParser(description="Race autoregressive against speculative decoding in the browser.")
-    parser.add_argument("--host", default=S.host, help=f"address to listen on (default {S.host}; env SPEC_HOST)")
-    parser.add_argument("--port", type=int, default=S.port, help=f"port (default {S.port}; env SPEC_PORT)")
-    parser.add_argument("--share", action="store_true", help="also serve on a public gradio.live link")
-    args = parser.parse_args(argv)
+    args = S.flags(argv)
     if args.share and not os.environ.get("SPEC_ALLOW_LOCAL_MODELS", "").strip():
         ALLOW_LOCAL_MODELS = False  # a public link: visitors' custom pairs take Hub ids only
     # The server's own lines on the terminal (even while a conversion captures library output), not every HTTP request.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=library_output.terminal())
-    for noisy in ("httpx", "httpcore", "urllib3", "huggingface_hub"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    library_output.log_to_terminal()
     threading.Thread(target=_preload, name="preload", daemon=True).start()
     warmup.serve_below_races()  # the web server and every viewer yield the cores to the race they show
     try:

@@ -20,6 +20,7 @@ from spec.serving.lanes import Lane
 from spec.serving.numbers import view_numbers
 from spec.serving.phases import RacePhase, Viewing
 from spec.serving.playback import View, replay_label
+from spec.serving.presets import CUSTOM, Preset
 from spec.serving.verdict import CANCELLED, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, REPLACED, Explanation, Verdict, explain
 
 KIND_LABELS = {  # the speculative pane's colours: (legend label, what it means)
@@ -366,8 +367,44 @@ def preparing(label: str, message: str, instead: str) -> str:
             f'use (a few minutes, once): {html.escape(message)}. Until then, races run on {html.escape(instead)}.</div>')
 
 
+def pair_notes(pair: Preset, allow_local_models: bool, unreachable_hub: str | None) -> str:
+    """The notes under the pair's dropdown; for the custom pair, what this server takes (`unreachable_hub`:
+    the Hub's name when it does not answer)."""
+    notes = pair.notes
+    if pair.label == CUSTOM and not allow_local_models:
+        notes += " This server takes Hugging Face model ids (owner/name) only."
+    if pair.label == CUSTOM and unreachable_hub:
+        notes += f" ⚠️ {unreachable_hub} is unreachable from this server: only models already cached here will load."
+    return notes
+
+
+def unavailable(reasons: dict[str, str]) -> str:
+    """The line at the foot of the page naming the pairs this server cannot run (label -> why)."""
+    return f"Not available on this server: {', '.join(reasons)} ({next(iter(reasons.values()), '')})."
+
+
 def prepared(label: str) -> str:
     return f'<div class="preparing done">✓ <b>{html.escape(label)}</b> is ready: pick it under <i>Model pair</i>.</div>'
+
+
+def about(max_prompt_tokens: int, max_race_seconds: float, concurrency: int) -> str:
+    """The page's "What is this, and how is it measured?" (Markdown), with this server's limits."""
+    return f"""
+The drafter is **prompt lookup**, which copies spans of the prompt (edits, fixes, rewrites), a small
+**draft model** (even one with another tokenizer), or the **hybrid**, which picks the better of the two
+each round. {SAME_TEXT_PROMISE}
+
+**How the race is measured.** Both methods run on this machine taking turns: whichever has used
+less compute time goes next, so they never compete for the CPU. Each method's clock runs only
+while it computes. Decode tokens/s counts the tokens after the first over the compute time after the
+first token (reading the prompt is the same work for both); the speed-up is their ratio, called once
+both made {MIN_TOKENS_FOR_VERDICT} tokens. Models load before the clocks start.
+
+**Many visitors, one race.** Each distinct race (pair, prompt, settings, seed) is computed once: asking
+for one that is running joins it; one that ran here before is replayed at its recorded pace, labelled
+as a replay, with a button to race it live. Nothing a viewer does slows the race. Prompts of up to
+{max_prompt_tokens:,} tokens; a race stops after {max_race_seconds:.0f} s; {concurrency} race(s) computed at a time.
+"""
 
 
 # --- The room: the page's address as a QR code, for a presenter's screen ------------------------------

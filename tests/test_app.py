@@ -333,7 +333,7 @@ def choose_pair(page, label: str) -> None:
 
 
 def test_browser_runs_a_race_and_shows_the_result_above_the_fold(served, browser, monkeypatch):
-    monkeypatch.setitem(served.app._hub, "reachable", False)  # as on a machine without the Hub
+    monkeypatch.setattr(served.app.hub_status, "reachable", False)  # as on a machine without the Hub
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(served.url, wait_until="domcontentloaded")
@@ -608,7 +608,7 @@ def test_a_too_long_prompt_gets_its_sentence_at_once_and_the_next_race_runs(serv
 @pytest.mark.parametrize("ref", ["/etc", "../../../../etc/passwd", "~/.ssh"])
 def test_with_local_models_disallowed_no_message_names_a_server_path(served, browser, monkeypatch, ref):
     monkeypatch.setattr(served.app, "ALLOW_LOCAL_MODELS", False)
-    monkeypatch.setitem(served.app._hub, "reachable", False)
+    monkeypatch.setattr(served.app.hub_status, "reachable", False)
     page = browser.new_page()
     try:
         page.goto(served.url, wait_until="domcontentloaded")
@@ -640,7 +640,7 @@ def test_the_api_accepts_every_drafter_the_page_offers(served, monkeypatch):
         raise Busy(0, 0)
 
     monkeypatch.setattr(app.scheduler, "submit", submit)
-    monkeypatch.setitem(app._hub, "reachable", True)
+    monkeypatch.setattr(app.hub_status, "reachable", True)
     c = client(served)
     expected = []
     for pair in app.PRESETS:
@@ -667,14 +667,14 @@ def test_the_hub_is_asked_once_with_a_short_timeout(served, monkeypatch):
         time.sleep(0.2)  # long enough for the other callers to arrive while it is asked
         return False
 
-    monkeypatch.setitem(app._hub, "reachable", None)
+    monkeypatch.setattr(app.hub_status, "reachable", None)
     monkeypatch.setattr(app.hub, "reachable", reachable)
-    threads = [threading.Thread(target=app.check_hub) for _ in range(3)]
+    threads = [threading.Thread(target=app.hub_status.check, args=(False,)) for _ in range(3)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert app.check_hub() is False and len(asked) == 1 and asked[0] <= 5
+    assert app.hub_status.check(False) is False and len(asked) == 1 and asked[0] <= 5
     notice = app.on_load()[4]
     assert "Not available on this server" in notice.value and notice.visible
 

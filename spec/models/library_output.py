@@ -8,6 +8,7 @@ that must stay on screen (progress, the server's own log).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
@@ -16,6 +17,14 @@ from typing import Iterator, TextIO
 
 _lock = threading.RLock()  # one capture at a time: file descriptors are process-wide
 _terminal: TextIO | None = None
+
+
+def log_to_terminal() -> None:
+    """The server's own log lines go to the terminal (even while a conversion captures library
+    output), at INFO; the HTTP clients' request lines do not."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=terminal())
+    for noisy in ("httpx", "httpcore", "urllib3", "huggingface_hub"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def terminal() -> TextIO:

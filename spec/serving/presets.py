@@ -65,6 +65,10 @@ class Preset:
         return target_key, ModelKey(draft, self.draft_weight_format or self.weight_format, self.precision, device, hub_only,
                                     self.draft_vocabulary)
 
+    def own_keys(self, device: str = "CPU") -> list[ModelKey]:
+        """The registry keys of this pair's own models, as it loads them (none for the custom pair)."""
+        return [key for key in self.keys(self.target, self.draft, device) if key is not None] if self.target else []
+
     def unavailable(self, hub_reachable: bool, cached: Callable[[str], bool]) -> str | None:
         """Why this pair cannot run on this server, or None when it can: a Hub pair needs the Hub,
         or its models already in the Hugging Face cache (`cached(ref)`)."""

@@ -4,6 +4,7 @@ A value that is not what its variable takes stops the server at start-up with a 
 """
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -58,6 +59,14 @@ class ServerSettings:
             return None if gb is None else int(gb * 10**9)
 
         return VisitorLimits(as_bytes(self.custom_memory_gb), as_bytes(self.custom_disk_gb))
+
+    def flags(self, argv: list[str] | None = None) -> argparse.Namespace:
+        """`python app.py`'s flags: --host and --port (which override the environment's) and --share."""
+        parser = argparse.ArgumentParser(description="Race autoregressive against speculative decoding in the browser.")
+        parser.add_argument("--host", default=self.host, help=f"address to listen on (default {self.host}; env SPEC_HOST)")
+        parser.add_argument("--port", type=int, default=self.port, help=f"port (default {self.port}; env SPEC_PORT)")
+        parser.add_argument("--share", action="store_true", help="also serve on a public gradio.live link")
+        return parser.parse_args(argv)
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "ServerSettings":

@@ -17,6 +17,13 @@ from spec.serving.scheduler import Scheduler
 log = logging.getLogger("app")
 
 
+def preparation(registry: ModelRegistry, keys: list[ModelKey]) -> tuple[str | None, bool]:
+    """Where preparing `keys` for their first use stands: the latest progress message (None while
+    none is being prepared), and whether all of them are loaded."""
+    latest = next((p for p in (registry.progress(key) for key in keys) if p is not None), None)
+    return (latest[0] if latest is not None else None), set(keys) <= set(registry.loaded())
+
+
 def preload(registry: ModelRegistry, pairs: dict[str, list[ModelKey]], progress: TerminalProgress) -> set[str]:
     """Load and warm up each pair (label -> its model keys) in order; returns the labels that
     loaded. A pair that fails is logged in one line and left for its first race to report."""
