@@ -37,5 +37,8 @@ def target_memory(target: LoadedModel) -> TargetMemory:
     with _lock:
         memory = _memories.get(target)
         if memory is None:
-            memory = _memories[target] = TargetMemory(CallCosts.for_precision(target.key.precision))
+            # What its verify calls cost on this machine, as loading it measured; else another CPU's curve.
+            curve = target.for_rounds()[1]
+            costs = CallCosts.calibrated(curve.seconds) if curve else CallCosts.for_precision(target.key.precision)
+            memory = _memories[target] = TargetMemory(costs)
         return memory

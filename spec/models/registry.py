@@ -11,19 +11,22 @@ import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from spec.config import DEFAULT_PRECISION, INT8, PRECISIONS, WEIGHT_FORMATS, ModelKey, default_device
+from spec.errors import Cancelled, ModelError
+from spec.models.calibration import CallCurve, curve_for
 from spec.models.conversion_cache import models_dir
 from spec.models.draft_vocabulary import frequent_token_ids
-from spec.errors import Cancelled, ModelError
 from spec.models.export import IR_XML
-from spec.progress import ProgressFn, ignore, phase
 from spec.models.hub import StopFn
 from spec.models.resolve import ResolvedModel, resolve_model
-from spec.models.visitors import VisitorModels
 from spec.models.runtime import CompiledLM, compile_model
+from spec.models.tuning import CANDIDATES, Tuning, tune
+from spec.models.visitors import VisitorModels
+from spec.progress import ProgressFn, ignore, phase
 
 
 @dataclass(eq=False)  # one object per load: compared, hashed and weakly referenced by identity
@@ -41,10 +44,35 @@ class LoadedModel:
     eos_token_ids: set[int]
     size_bytes: int  # weights on disk: what the memory budget counts
     token_ids: np.ndarray | None = field(default=None, repr=False)  # the token each logit stands for; None: logit i is token i
+    curve: CallCurve | None = field(default=None, repr=False)  # what its calls cost per width on this machine; None: not timed
+    tuning: Tuning | None = field(default=None, repr=False)  # how it was compiled for each method; None: the precision's properties
+    _rounds: tuple[CompiledLM, CallCurve] | None = field(default=None, repr=False)
+    _rounds_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def ref(self) -> str:
         return self.resolved.ref
+
+    def settings(self, speculative: bool = False) -> str:
+        """The name of the settings it runs with: for speculative decoding's verify rounds, or else
+        for one-token steps (spec.models.tuning), or its precision's when it was not tuned."""
+        if self.tuning is None:
+            return f"{self.key.precision} precision"
+        return self.tuning.rounds if speculative else self.tuning.steps
+
+    def for_rounds(self) -> tuple[CompiledLM, CallCurve | None]:
+        """The compiled model speculative decoding verifies with, and its calls' curve: the one
+        compiled for steps, unless tuning found settings that make verify rounds clearly faster
+        (compiled on first use, then shared)."""
+        if self.tuning is None or self.tuning.rounds == self.tuning.steps:
+            return self.model, self.curve
+        with self._rounds_lock:
+            if self._rounds is None:
+                xml = self.resolved.path / IR_XML
+                compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key), self.token_ids,
+                                         CANDIDATES[self.tuning.rounds])
+                self._rounds = compiled, curve_for(compiled, xml, models_dir())
+            return self._rounds
 
     @functools.cached_property
     def vocab_size(self) -> int:
@@ -78,22 +106,36 @@ def load_model(
 
     key = model_key(model, weight_format, precision, device)
     resolved = resolve_model(key.ref, key.weight_format, progress, key.hub_only, visitors, stopped)
-    cache_dir = None if key.hub_only else models_dir() / "compiled"  # a visitor's compiled blob would stay on disk unbounded
-    if cache_dir is not None:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = _compiled_dir(key)
     try:
         tokenizer = AutoTokenizer.from_pretrained(resolved.path)
         token_ids = None
         if key.vocabulary is not None and key.vocabulary < len(tokenizer):
             with phase(progress or ignore, f"Choosing {resolved.ref}'s {key.vocabulary:,} most frequent tokens"):
                 token_ids = frequent_token_ids(tokenizer, key.vocabulary)
+        xml, tuning = resolved.path / IR_XML, None
+        if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
+            # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
+            tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref)
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
-            compiled = compile_model(resolved.path / IR_XML, key.precision, key.device, cache_dir, token_ids)
+            compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
+                                     CANDIDATES[tuning.steps] if tuning else None)
+        # Once per machine too: the schedules price each verify width from it.
+        curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error
     size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
-    return LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids)
+    return LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids, curve, tuning)
+
+
+def _compiled_dir(key: ModelKey) -> Path | None:
+    """OpenVINO's compiled-blob cache for `key`; None for a visitor's model, whose blob would stay on disk unbounded."""
+    if key.hub_only:
+        return None
+    folder = models_dir() / "compiled"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def _reason(error: Exception) -> str:

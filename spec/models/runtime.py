@@ -68,8 +68,10 @@ def core() -> ov.Core:
 class CompiledLM:
     """A compiled stateful causal LM plus what its KV cache needs: each state's sequence axis."""
 
-    def __init__(self, compiled: ov.CompiledModel, state_axes: dict[str, int], vocab_size: int):
+    def __init__(self, compiled: ov.CompiledModel, state_axes: dict[str, int], vocab_size: int,
+                 properties: dict[str, str | bool] | None = None):
         self.compiled = compiled
+        self.properties = properties or {}  # what it was compiled with: what its calls' costs depend on
         self.state_axes = state_axes
         self.vocab_size = vocab_size  # width of the logits, possibly padded past the tokenizer's vocabulary
         self.input_names = {name for port in compiled.inputs for name in port.get_names()}
@@ -107,15 +109,30 @@ class CompiledLM:
             self._grown = False
 
 
+def compile_properties(
+    precision: str = DEFAULT_PRECISION, device: str = "CPU", token_ids: np.ndarray | None = None,
+    settings: dict[str, str] | None = None,
+) -> dict[str, str | bool | int]:
+    """What `compile_model` records as a model's `properties`: the device, the CPU properties (the
+    precision's, or `settings` in their place) and how many tokens its head scores."""
+    properties = {"DEVICE": device, "PERFORMANCE_HINT": "LATENCY",
+                  **(precision_config(precision) if settings is None else {**_PINNED, **settings})}
+    if token_ids is not None:
+        properties["SCORED_TOKENS"] = len(token_ids)  # not OpenVINO's: the head's size, which a call's cost depends on
+    return properties
+
+
 def compile_model(
     xml: Path, precision: str = DEFAULT_PRECISION, device: str = "CPU", cache_dir: Path | None = None,
-    token_ids: np.ndarray | None = None,
+    token_ids: np.ndarray | None = None, settings: dict[str, str] | None = None,
 ) -> CompiledLM:
     """Compile a stateful causal-LM IR; `cache_dir` lets OpenVINO reuse the compiled blob across runs.
 
     `token_ids`: score only these tokens (a draft's most frequent ones): logit i is token_ids[i].
+    `settings`: CPU properties chosen by measurement (spec.models.tuning) instead of the precision's.
     """
-    config = {"PERFORMANCE_HINT": "LATENCY", **precision_config(precision)}
+    properties = compile_properties(precision, device, token_ids, settings)
+    config = {key: value for key, value in properties.items() if key not in ("DEVICE", "SCORED_TOKENS")}
     if cache_dir is not None:
         config["CACHE_DIR"] = str(cache_dir)
     model = core().read_model(str(xml))
@@ -127,7 +144,7 @@ def compile_model(
     vocab_size = model.outputs[0].get_partial_shape()[-1]
     if vocab_size.is_dynamic:
         raise ValueError(f"{xml} has a dynamic vocabulary dimension in its logits")
-    return CompiledLM(core().compile_model(model, device, config), axes, vocab_size.get_length())
+    return CompiledLM(core().compile_model(model, device, config), axes, vocab_size.get_length(), properties)
 
 
 def _check_stateful(model: ov.Model, xml: Path) -> None:

@@ -46,6 +46,15 @@ class CallCosts:
         """Nothing timed yet, and the prior curve measured at this precision."""
         return cls(prior=PRIOR_WIDTH_COST_F32 if precision == F32 else PRIOR_WIDTH_COST)
 
+    @classmethod
+    def calibrated(cls, seconds: dict[int, float]) -> "CallCosts":
+        """Starting from what this target's calls of each width cost on this machine when it was
+        calibrated (spec.models.calibration): every width is priced by this CPU's curve from the
+        first round, and widths it never timed by that curve's shape."""
+        if 1 not in seconds or seconds[1] <= 0:
+            raise ValueError(f"a calibrated curve needs a one-token step's seconds, got widths {sorted(seconds)}")
+        return cls(dict(seconds), prior={width: s / seconds[1] for width, s in seconds.items()})
+
     def cost(self, width: int, last_width: int | None) -> float:
         """Seconds a call of this width takes right after one of `last_width`, counting the switch when it differs."""
         seconds = self.steady(width)

@@ -1,0 +1,164 @@
+"""What this machine's calls of a compiled model cost, measured once per CPU and OpenVINO version.
+
+Speculative decoding pays when a verify call of K+1 tokens costs about one step. How true that is
+depends on the CPU: where the step is memory-bound and the CPU multiplies wide (AMX), a verify call
+of width 5 costs little more than a step; on a CPU with narrower vector units it can cost two.
+The engine's schedules price each width from what the target's calls cost, so they are handed a
+curve measured here, on this machine, rather than one another CPU gave.
+
+A `CallCurve` is the seconds of a call at each input width, each timed among calls of the same
+width (as a schedule's rounds run), over a short context. It is kept in SPEC_MODELS_DIR under a
+key naming the CPU, the cores OpenVINO may use, the OpenVINO version, the model files and the
+compile properties, and reused on the next start: `curve_for` measures only what is not kept.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import openvino as ov
+
+from spec.models.runtime import CompiledLM
+from spec.progress import ProgressFn, ignore, phase
+
+# The widths timed: a plain step, every width dynamic K and the hybrid choose from (K up to 8),
+# and the wide ones prompt lookup uses for a long copy.
+CALIBRATED_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 9, 13, 17, 33)
+_CONTEXT = 40  # tokens in the cache while timing: a short prompt, as in a race's first rounds
+_REPEATS = 3  # timed calls per width in each of its two runs (medians)
+_SWITCH_CALLS = 2  # untimed calls at the start of a run: a change of width slows more than the first call
+_FILE = "calibration.json"
+_lock = threading.Lock()
+
+
+def cpu_name() -> str:
+    """The CPU's model name and the vector extensions OpenVINO's kernels use (AMX, AVX-512, AVX2).
+
+    oneDNN's ONEDNN_MAX_CPU_ISA caps the extensions OpenVINO uses, so a capped run is named as the
+    class it behaves like, not the CPU it runs on."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            name, _, value = line.partition(":")
+            if name.strip() == "model name":
+                model = value.strip()
+            elif name.strip() == "flags":
+                flags = set(value.split())
+                break
+    except OSError:
+        pass
+    isa = "AMX" if "amx_tile" in flags else "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "other"
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    if cap:
+        isa = f"{cap} (capped by ONEDNN_MAX_CPU_ISA on a CPU with {isa})"
+    return f"{model}, {isa}"
+
+
+def machine() -> dict[str, object]:
+    """What makes a measurement valid only on this machine: CPU, cores OpenVINO may use, OpenVINO's version."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cpu": cpu_name(), "cores": cores, "openvino": ov.get_version()}
+
+
+@dataclass(frozen=True)
+class CallCurve:
+    """Seconds of one call of a compiled model per input width, on this machine."""
+
+    seconds: dict[int, float]  # width -> median seconds of a call among calls of that width
+    machine: dict[str, object]  # where it was measured (see machine())
+
+    @property
+    def step(self) -> float:
+        """Seconds of a one-token step."""
+        return self.seconds[1]
+
+    def in_steps(self) -> dict[int, float]:
+        """Each width's cost in one-token steps."""
+        return {width: round(seconds / self.step, 3) for width, seconds in sorted(self.seconds.items())}
+
+
+def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS, repeats: int = _REPEATS,
+                  context: int = _CONTEXT) -> CallCurve:
+    """Time calls of each width on a cache holding `context` tokens, each rolled back after it.
+
+    Each width is timed in two runs of calls, the widths gone through upwards and then downwards, so
+    a slow moment on a shared machine or a cold start does not land on one width alone. A run's
+    first calls are not timed: the calls right after one of another width also pay for OpenVINO
+    re-preparing the model, which the schedules count apart. Each width's seconds are the median
+    of its 2 x `repeats` timed calls."""
+    if repeats < 1 or not widths or min(widths) < 1:
+        raise ValueError(f"need repeats >= 1 and widths >= 1, got repeats={repeats}, widths={widths}")
+    widths = tuple(sorted(set(widths)))
+    times: dict[int, list[float]] = {width: [] for width in widths}
+    cache = model.new_cache()
+    try:
+        cache.forward(list(range(1, context + 1)), keep=1)
+        for width in widths + widths[::-1]:
+            tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
+            for call in range(_SWITCH_CALLS + repeats):
+                started = time.perf_counter()
+                cache.forward(tokens)
+                if call >= _SWITCH_CALLS:
+                    times[width].append(time.perf_counter() - started)
+                cache.trim(context)
+    finally:
+        cache.release()
+    return CallCurve({width: statistics.median(seconds) for width, seconds in times.items()}, machine())
+
+
+def calibration_key(xml: Path, properties: dict[str, object], extra: str = "") -> str:
+    """The key a curve is kept under: this machine, the model's files and how it was compiled."""
+    files = [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in sorted(xml.parent.glob("openvino_model.*"))]
+    text = json.dumps([machine(), str(xml.parent.resolve()), files, sorted((k, str(v)) for k, v in properties.items()), extra])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def kept_curve(folder: Path, key: str) -> CallCurve | None:
+    """The curve kept under `key` in `folder`, or None."""
+    entry = _read(folder / _FILE).get(key)
+    if not entry:
+        return None
+    try:
+        return CallCurve({int(width): float(s) for width, s in entry["seconds"].items()}, entry["machine"])
+    except (KeyError, TypeError, ValueError):
+        return None  # written by another version: measure again
+
+
+def keep_curve(folder: Path, key: str, curve: CallCurve) -> None:
+    """Keep `curve` under `key` in `folder` (written whole to a new file, then renamed into place)."""
+    with _lock:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / _FILE
+        kept = _read(path)
+        kept[key] = {**asdict(curve), "seconds": {str(w): s for w, s in curve.seconds.items()}}
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(kept, indent=1, sort_keys=True))
+        temporary.replace(path)
+
+
+def _read(path: Path) -> dict:
+    try:
+        kept = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return kept if isinstance(kept, dict) else {}
+
+
+def curve_for(model: CompiledLM, xml: Path, folder: Path, report: ProgressFn = ignore, name: str = "the model",
+              widths: tuple[int, ...] = CALIBRATED_WIDTHS) -> CallCurve:
+    """`model`'s curve on this machine: the one kept in `folder`, else measured now (reporting to
+    `report`) and kept there."""
+    key = calibration_key(xml, model.properties, ",".join(map(str, widths)))
+    curve = kept_curve(folder, key)
+    if curve is None:
+        with phase(report, f"Timing {name}'s calls of each width on this CPU (once per machine)"):
+            curve = measure_curve(model, widths)
+        keep_curve(folder, key, curve)
+    return curve

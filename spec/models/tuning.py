@@ -1,0 +1,87 @@
+"""Choosing how to compile a model by measurement on the machine at hand, once per machine.
+
+Which CPU properties make a model fastest depends on the CPU: rounding activations to 8 bits in
+wider groups, or computing in f32 rather than the bf16 a CPU with AMX or AVX-512 BF16 gets by
+default, makes a one-token step or a wide verify call cheaper on one CPU and dearer on another.
+So at the default precision each candidate below is compiled and timed, and each method gets what
+is fastest for it: autoregressive decoding the fastest one-token step, speculative decoding the
+settings whose verify calls yield most tokens per second. The exact mode (F32) is never tuned:
+it keeps its own properties, which keep a verify call consistent with one-by-one decoding.
+
+What was measured is kept in SPEC_MODELS_DIR (spec.models.calibration), so a later start reads it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from spec.config import DEFAULT_PRECISION
+from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve
+from spec.models.runtime import compile_model, compile_properties
+from spec.progress import ProgressFn, ignore, phase
+
+# The candidates at the default precision, by name. Every one rounds activations to 8 bits on the
+# fly to multiply them with the compressed weights; they differ in the group size of that rounding
+# and in the precision of the rest.
+CANDIDATES: dict[str, dict[str, str]] = {
+    "openvino": {},  # the CPU plugin's own choices (bf16 where the CPU has it, its own group size)
+    "groups of 128": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},  # wider groups: cheaper wide calls on many CPUs
+    "f32, groups of 128": {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},
+}
+# Widths timed per candidate: a step and the verify calls the schedules use most.
+_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 9)
+# A draft kept with this probability, drafted for free: how the candidates' verify calls are
+# weighed against each other. The choice depends on the curve's shape, not much on this value.
+_NOMINAL_ALPHA = 0.7
+# Speculation gets settings of its own only when they beat the step's by this much: they cost a
+# second compiled copy of the target in memory.
+_WORTH_A_SECOND_COPY = 1.05
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The candidate each method runs with, and what every candidate measured."""
+
+    steps: str  # the fastest one-token step: autoregressive decoding's (and a draft model's)
+    rounds: str  # the most tokens per second in verify rounds: speculative decoding's target
+    curves: dict[str, CallCurve]  # candidate -> its calls' seconds per width
+
+
+def rounds_rate(curve: CallCurve) -> float:
+    """Tokens per second of the best verify round on this curve, for free drafts kept with _NOMINAL_ALPHA."""
+    alpha = _NOMINAL_ALPHA
+    return max((1 - alpha ** (w)) / (1 - alpha) / seconds for w, seconds in curve.seconds.items() if w > 1)
+
+
+def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
+         report: ProgressFn = ignore, name: str = "the model") -> Tuning:
+    """Time each candidate (or read what was kept in `folder`) and choose one per method.
+
+    Candidates that fail to compile or run here (a CPU without the instructions one needs) are
+    left out; ValueError when none runs."""
+    curves: dict[str, CallCurve] = {}
+    errors: list[str] = []
+    for number, (candidate, settings) in enumerate(CANDIDATES.items(), 1):
+        properties = compile_properties(DEFAULT_PRECISION, device, token_ids, settings)
+        key = calibration_key(xml, properties, "tuning")
+        curve = kept_curve(folder, key)
+        if curve is None:
+            title = f"Timing {name} compiled {number} ways on this CPU (once per machine) — {candidate}"
+            try:
+                with phase(report, title):
+                    # Not into the compiled-blob cache: only the settings chosen are worth keeping there.
+                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), _WIDTHS)
+            except RuntimeError as error:
+                errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
+                continue
+            keep_curve(folder, key, curve)
+        curves[candidate] = curve
+    if not curves:
+        raise ValueError(f"no way of compiling {name} runs on this machine: {'; '.join(errors)}")
+    steps = min(curves, key=lambda candidate: curves[candidate].step)
+    rounds = max(curves, key=lambda candidate: rounds_rate(curves[candidate]))
+    if rounds_rate(curves[rounds]) < _WORTH_A_SECOND_COPY * rounds_rate(curves[steps]):
+        rounds = steps  # within noise: one compiled copy serves both methods
+    return Tuning(steps, rounds, curves)

@@ -1,0 +1,113 @@
+"""Knowing the machine: each width's cost measured and kept per machine, compile settings chosen by
+measurement per method, and schedules that price widths from this CPU's curve from the first round."""
+import pytest
+
+from spec.config import DEFAULT_PRECISION, ModelKey
+from spec.decoding.engine import generate
+from spec.decoding.policy import CallCosts, DynamicK, PairMemory, Round
+from spec.models import calibration, tuning
+from spec.models.calibration import CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
+from spec.models.registry import load_model
+from tests.conftest import models_dir_at
+
+STEP = 0.1  # seconds of a one-token step in the made-up curves below
+# What a call of each width costs in steps: an AVX2 CPU's curve (a jump at width 5) and an AMX one's.
+AVX2 = {1: 1.0, 2: 0.99, 3: 1.26, 4: 1.13, 5: 2.0, 6: 2.0, 7: 2.3, 9: 2.71}
+AMX = {1: 1.0, 2: 1.0, 3: 1.05, 4: 1.18, 5: 1.23, 6: 1.33, 7: 1.36, 9: 1.44}
+
+
+def test_a_curve_times_every_width_and_is_kept_for_the_next_start(tiny_pairs, tmp_path, monkeypatch):
+    target = tiny_pairs["llama"][0]
+    xml = target.resolved.path / "openvino_model.xml"
+    curve = curve_for(target.model, xml, tmp_path, widths=(1, 2, 5))
+    assert sorted(curve.seconds) == [1, 2, 5] and all(s > 0 for s in curve.seconds.values())
+    assert curve.in_steps()[1] == 1.0 and curve.machine["cores"] >= 1
+
+    def measured_again(*args, **kwargs):
+        raise AssertionError("a kept curve is read, not measured again")
+
+    monkeypatch.setattr(calibration, "measure_curve", measured_again)
+    assert curve_for(target.model, xml, tmp_path, widths=(1, 2, 5)) == curve
+
+
+def test_a_kept_curve_belongs_to_its_machine_and_its_compile_settings(tiny_pairs, tmp_path, monkeypatch):
+    xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
+    key = calibration_key(xml, {"INFERENCE_PRECISION_HINT": "f32"})
+    keep_curve(tmp_path, key, CallCurve({1: 0.01, 2: 0.012}, calibration.machine()))
+    assert kept_curve(tmp_path, key).seconds == {1: 0.01, 2: 0.012}
+    assert calibration_key(xml, {"INFERENCE_PRECISION_HINT": "bf16"}) != key
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # capped, OpenVINO behaves like another CPU class
+    assert "AVX2 (capped" in calibration.cpu_name() and calibration_key(xml, {"INFERENCE_PRECISION_HINT": "f32"}) != key
+    (tmp_path / "calibration.json").write_text("{not json")
+    assert kept_curve(tmp_path, key) is None  # a damaged file is measured again, never an error
+
+
+def test_measuring_rejects_what_it_cannot_time(tiny_pairs):
+    with pytest.raises(ValueError, match="repeats"):
+        measure_curve(tiny_pairs["llama"][0].model, (1, 2), repeats=0)
+
+
+def _fake_tuning(monkeypatch, curves: dict[str, dict[int, float] | Exception]):
+    """tuning.tune timing `curves` (in steps of STEP seconds) for the candidates instead of compiling them."""
+    monkeypatch.setattr(tuning, "CANDIDATES", {name: {"NAME": name} for name in curves})
+    monkeypatch.setattr(tuning, "compile_model", lambda xml, precision, device, cache, ids, settings: settings["NAME"])
+
+    def measure(name, widths):
+        if isinstance(curves[name], Exception):
+            raise curves[name]
+        return CallCurve({w: STEP * c for w, c in curves[name].items()}, calibration.machine())
+
+    monkeypatch.setattr(tuning, "measure_curve", measure)
+
+
+def test_each_method_runs_with_the_candidate_fastest_for_it(tiny_pairs, tmp_path, monkeypatch):
+    xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
+    quick_step = {1: 0.95, 2: 1.4, 3: 1.8, 4: 2.2, 5: 2.6, 6: 3.0, 7: 3.4, 9: 4.2}  # the fastest step, its verify calls dear
+    cheap_rounds = {w: c * 1.02 for w, c in AMX.items()}  # a step 2% slower, verify calls far cheaper
+    broken = RuntimeError("could not create a primitive descriptor\nmore")
+    _fake_tuning(monkeypatch, {"quick step": quick_step, "cheap rounds": cheap_rounds, "broken": broken})
+    chosen = tuning.tune(xml, tmp_path)
+    assert (chosen.steps, chosen.rounds) == ("quick step", "cheap rounds")
+    assert sorted(chosen.curves) == ["cheap rounds", "quick step"]  # a candidate that does not run here is left out
+
+    # Within noise of each other, one compiled copy serves both methods.
+    _fake_tuning(monkeypatch, {"a": AMX, "b": {w: c * 0.99 for w, c in AMX.items()}})
+    chosen = tuning.tune(xml, tmp_path / "other")
+    assert chosen.steps == chosen.rounds == "b"
+
+    _fake_tuning(monkeypatch, {"broken": broken})
+    with pytest.raises(ValueError, match="no way of compiling .* broken: could not create a primitive descriptor$"):
+        tuning.tune(xml, tmp_path / "none")
+
+
+def test_a_model_at_the_default_precision_is_tuned_once_and_each_method_runs_with_its_settings(
+        tiny_checkpoints, tiny_models_dir, monkeypatch):
+    with models_dir_at(tiny_models_dir):
+        target = load_model(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION))
+        assert set(target.tuning.curves) == set(tuning.CANDIDATES)
+        assert target.settings() == target.tuning.steps and target.settings(speculative=True) == target.tuning.rounds
+        assert target.for_rounds()[1] is not None
+        monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("tuned again"))
+        again = load_model(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION))
+        assert again.tuning == target.tuning
+        plain = generate("hello", again, max_new_tokens=8)
+        speculative = generate("hello", again, prompt_lookup=True, max_new_tokens=8)
+        assert plain.stats.new_tokens == speculative.stats.new_tokens == 8
+
+
+def _draft_model_schedule(curve_in_steps: dict[int, float]) -> DynamicK:
+    """Dynamic K for a draft kept 80% of the time and costing 0.15 of a step, on a target whose calls cost `curve_in_steps`."""
+    memory = PairMemory(accepted=8.0, rejected=2.0, long_accepted=8.0, long_rejected=2.0, call_seconds=0.15 * STEP)
+    return DynamicK(4, memory=memory, costs=CallCosts.calibrated({w: STEP * c for w, c in curve_in_steps.items()}))
+
+
+def test_a_calibrated_curve_keeps_rounds_under_the_width_where_this_cpus_cost_jumps():
+    """Before any call is timed, the schedule prices widths from this machine's curve: on the AVX2
+    curve 3 drafts are checked at width 4, below the jump at 5; on the AMX curve 4 drafts at width 5."""
+    assert _draft_model_schedule(AVX2).next_round([1, 2, 3]) == Round(3, 3)
+    assert _draft_model_schedule(AMX).next_round([1, 2, 3]) == Round(4, 4)
+    # Widths the calibration never timed follow this curve's slope, not another CPU's.
+    costs = CallCosts.calibrated({1: STEP, 2: STEP, 5: 3 * STEP})
+    assert costs.steady(9) == pytest.approx(costs.steady(5) + 4 * (costs.steady(5) - costs.steady(2)) / 3)
+    with pytest.raises(ValueError, match="one-token step"):
+        CallCosts.calibrated({2: STEP})
