@@ -116,7 +116,25 @@ def why(ex: Explanation) -> str:
         line += (f' → <span title="Leviathan et al. (2023): tokens per round (1 − α^(K+1)) / (1 − α), over the '
                  f'cost of drafting plus one verify call, in steps">Leviathan et al.\'s formula predicts '
                  f"<b>{ex.predicted:.2f}×</b></span>{measured}.")
-    return f'<div class="why"><b>Why:</b> {line}</div>'
+    if ex.verify_cost is not None and ex.verify_cost >= DEAR_VERIFY:
+        line += (" On this CPU checking several tokens in one call is far from free (its vector units make a wide"
+                 " call cost more steps than a CPU with AMX), so rounds are kept narrow and must keep more drafts to win.")
+    return f'<div class="why"><b>Why:</b> {line}{compiled(ex.compiled_with)}</div>'
+
+
+# A verify call dearer than this many steps: the CPU, not the drafts, limits the speed-up.
+DEAR_VERIFY = 1.5
+
+
+def compiled(settings: tuple[str | None, str | None]) -> str:
+    """A sentence on the compile settings each method ran with, as timing on this CPU chose them."""
+    ar, sp = settings
+    if ar is None or sp is None:
+        return ""
+    if ar == sp:
+        return f' <span class="compiled">Both compiled as timing on this CPU chose: {html.escape(ar)}.</span>'
+    return (f' <span class="compiled">Each compiled as is fastest for it on this CPU: autoregressive {html.escape(ar)},'
+            f" speculative {html.escape(sp)}.</span>")
 
 
 def _ms(seconds: float) -> str:

@@ -426,6 +426,12 @@ def _header_lines(report: dict) -> list[str]:
         f"Measured: {report['measurement']} The run took {report['wall_seconds'] / 60:.1f} min.",
         "",
     ]
+    if report.get("compiled_with"):
+        lines += ["Compiled with, as timing on this CPU chose (spec.models.tuning): "
+                  + "; ".join(f"{method}: {name}" for method, name in report["compiled_with"].items()) + ".", ""]
+    if report.get("curve"):
+        lines += ["A target call of each width, in one-token steps, as calibrated on this CPU: "
+                  + ", ".join(f"w{width} {cost:.2f}" for width, cost in report["curve"].items() if width != "1") + ".", ""]
     return lines
 
 

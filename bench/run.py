@@ -351,6 +351,8 @@ def _report(plan: BenchPlan, args: argparse.Namespace, argv: list[str], started:
         "machine": machine,
         "versions": _versions(),
         "precision": args.precision,
+        "compiled_with": ours_info.get("settings", {}),  # compile settings per method, chosen by measurement here
+        "curve": ours_info.get("curve"),  # the target's calls per width, in steps, as calibration timed them here
         "precision_note": (
             f"our compiled target reports inference precision {compiled.get('INFERENCE_PRECISION_HINT', '?')}, "
             f"KV cache {compiled.get('KV_CACHE_PRECISION', '?')}, hint {compiled.get('PERFORMANCE_HINT', '?')}; "

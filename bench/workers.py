@@ -159,11 +159,24 @@ class _Ours:
         if family.draft:
             self.draft = load_model(ModelKey(family.draft, precision=family.precision, vocabulary=family.draft_vocabulary))
         compiled = self.target.model.compiled
-        self.info = {"compiled": {key: str(compiled.get_property(key)) for key in _PROPERTIES if _has(compiled, key)}}
+        self.info = {"compiled": {key: str(compiled.get_property(key)) for key in _PROPERTIES if _has(compiled, key)},
+                     "settings": self.settings(), "curve": self._curve()}
         # The target's answers so far, as a server keeps them: lookup searches those to other prompts.
         from spec.decoding.history import AnswerHistory
 
         self.history = AnswerHistory()
+
+    def settings(self) -> dict[str, str]:
+        """The compile settings each method runs with, as measurement on this CPU chose them (spec.models.tuning)."""
+        settings = {"autoregressive": self.target.settings(), "speculative": self.target.settings(speculative=True)}
+        if self.draft is not None:
+            settings["draft"] = self.draft.settings()
+        return settings
+
+    def _curve(self) -> dict[str, float] | None:
+        """What the target's verify calls cost per width in steps on this CPU, as its calibration timed them."""
+        curve = self.target.for_rounds()[1]
+        return None if curve is None else {str(width): cost for width, cost in curve.in_steps().items()}
 
     def run(self, job: dict) -> dict:
         from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, GenerationConfig

@@ -111,3 +111,17 @@ def test_a_calibrated_curve_keeps_rounds_under_the_width_where_this_cpus_cost_ju
     assert costs.steady(9) == pytest.approx(costs.steady(5) + 4 * (costs.steady(5) - costs.steady(2)) / 3)
     with pytest.raises(ValueError, match="one-token step"):
         CallCosts.calibrated({2: STEP})
+
+
+def test_the_page_says_when_this_cpu_makes_verify_calls_dear_and_how_each_method_was_compiled():
+    import render
+    from spec.serving.verdict import Explanation
+
+    def explained(verify_cost: float, compiled: tuple) -> str:
+        return render.why(Explanation(1.1, True, 128, 2.5, 0.7, 0.1, 0.1 * verify_cost, verify_cost, 0.3, 1.2, compiled))
+
+    dear = explained(2.1, ("groups of 128", "f32, groups of 128"))
+    assert "far from free" in dear and "autoregressive groups of 128, speculative f32, groups of 128" in dear
+    cheap = explained(1.2, ("openvino", "openvino"))
+    assert "far from free" not in cheap and "Both compiled as timing on this CPU chose: openvino" in cheap
+    assert "compiled" not in explained(1.2, (None, None))  # a recording made before settings were recorded

@@ -102,6 +102,7 @@ def stream(
     vocab = chosen.target_vocab if chosen is not None and chosen.target_vocab is not None else target.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
+    generation.stats.compiled_with = target.settings(speculative=chosen is not None)
     if chosen is None:
         target_cache = target.model.new_cache()
         return _releasing(autoregressive(target_cache, sampler, generation, cancel), target_cache, None, history, generation)

@@ -23,6 +23,7 @@ class Stats:
     draft_catch_up_seconds: float = 0.0  # of which a draft model read the prompt, or what was written while it sat out
     accepted_histogram: list[int] = field(default_factory=list)  # [n] = target calls that kept n draft tokens
     stop_reason: str | None = None  # "eos", "stop_string", "max_new_tokens", "cancelled"
+    compiled_with: str | None = None  # the target's compile settings for this method, as timing on this CPU chose them
 
     @property
     def tokens_per_second(self) -> float:

@@ -50,6 +50,7 @@ class Explanation:
     verify_cost: float | None  # verify_seconds ÷ step_seconds
     draft_cost: float | None  # drafting per verify call ÷ step_seconds (about 0 for prompt lookup)
     predicted: float | None  # the speed-up Leviathan et al.'s formula gives for these measurements
+    compiled_with: tuple[str | None, str | None] = (None, None)  # (autoregressive, speculative): the target's compile settings
 
 
 def measured_speedup(ar: Stats, sp: Stats) -> tuple[float | None, bool]:
@@ -101,5 +102,5 @@ def explain(ar: Stats, sp: Stats, k: int) -> Explanation:
         predicted = tokens / cost
     return Explanation(
         speedup, settled, min(ar.new_tokens, sp.new_tokens), sp.tokens_per_target_call, alpha,
-        step, verify, verify_cost, draft_cost, predicted,
+        step, verify, verify_cost, draft_cost, predicted, (ar.compiled_with, sp.compiled_with),
     )
