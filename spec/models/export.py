@@ -1,13 +1,16 @@
-"""Exporting a Transformers checkpoint to a stateful OpenVINO IR, with NNCF weight compression.
+"""Exporting a checkpoint to a stateful OpenVINO IR, with NNCF weight compression.
 
-optimum-intel does the export; NNCF compresses the weights. Heavy libraries are imported only here,
-when a conversion actually runs.
+A Transformers checkpoint is exported by optimum-intel, then NNCF compresses its weights. A folder
+holding a GGUF file (with the tokenizer and configs the engine reads) is converted by
+spec.models.gguf_ir, without torch or optimum-intel. Heavy libraries are imported only here, when
+a conversion actually runs.
 """
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
+from typing import Callable
 
 from spec.config import FP32, INT8
 from spec.errors import ModelError
@@ -17,10 +20,18 @@ IR_XML, IR_BIN = "openvino_model.xml", "openvino_model.bin"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")  # either lets AutoTokenizer load
 
 
-def export_ir(checkpoint: Path, out: Path, weight_format: str, name: str) -> None:
-    """Export `checkpoint` into `out`; any failure becomes a ModelError naming the model."""
+def export_ir(checkpoint: Path, out: Path, weight_format: str, name: str,
+              progress: Callable[[float, str], None] | None = None) -> None:
+    """Export `checkpoint` into `out`; any failure becomes a ModelError naming the model.
+
+    `progress(fraction, detail)` hears how far a conversion that can count its steps is (a GGUF's).
+    """
     try:
-        _export_ir(checkpoint, out, weight_format)
+        gguf = gguf_file(checkpoint)
+        if gguf is not None:
+            _convert_gguf(gguf, out, weight_format, progress)
+        else:
+            _export_ir(checkpoint, out, weight_format)
     except ModelError:
         raise
     except Exception as e:
@@ -29,6 +40,22 @@ def export_ir(checkpoint: Path, out: Path, weight_format: str, name: str) -> Non
             f"Could not convert {name} to OpenVINO ({detail}): pick a model whose architecture "
             "optimum-intel can export, such as Llama, Qwen2 or Phi."
         ) from e
+
+
+def gguf_file(checkpoint: Path) -> Path | None:
+    """The GGUF file a source folder holds, or None for a Transformers checkpoint."""
+    files = sorted(checkpoint.glob("*.gguf")) if checkpoint.is_dir() else []
+    return files[0] if len(files) == 1 else None
+
+
+def _convert_gguf(gguf: Path, out: Path, weight_format: str, progress: Callable[[float, str], None] | None) -> None:
+    """Convert `gguf` into `out` with everything beside it (tokenizer, config, generation config)."""
+    from spec.models import gguf_ir
+
+    gguf_ir.convert(gguf, out, weight_format, progress)
+    for path in gguf.parent.iterdir():
+        if path.is_file() and path != gguf and not (out / path.name).exists():
+            shutil.copyfile(path, out / path.name)
 
 
 def _export_ir(checkpoint: Path, out: Path, weight_format: str) -> None:

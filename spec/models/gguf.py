@@ -1,19 +1,15 @@
-"""GGUF files (llama.cpp's format) as Transformers checkpoints the exporter takes.
+"""GGUF files (llama.cpp's format) as sources the converter takes: the file, with the Hugging Face
+tokenizer, config.json and generation_config.json the engine reads beside it.
 
-Weights are dequantized by Transformers' own GGUF reader (it undoes llama.cpp's Q/K permutation);
-tokenizers come from the file's own vocabulary. Neither is trusted blindly: spec.models.embedded checks
-each model's tokenizer against ids we know.
+The weights are read by spec.models.gguf_ir, one tensor at a time; tokenizers come from the file's
+own vocabulary. Neither is trusted blindly: spec.models.embedded checks each model's tokenizer
+against ids we know.
 """
 from __future__ import annotations
 
-import contextlib
-import threading
+import os
+import shutil
 from pathlib import Path
-from typing import Iterator
-
-from spec.progress import ProgressFn, phase
-
-_patching = threading.Lock()  # progress is hooked into a module attribute: one conversion at a time
 
 
 def fields(gguf: Path) -> dict:
@@ -23,56 +19,38 @@ def fields(gguf: Path) -> dict:
     return {name: field.contents() for name, field in gguf_lib.GGUFReader(str(gguf)).fields.items()}
 
 
-def write_checkpoint(gguf: Path, out_dir: Path, tokenizer, report: ProgressFn, expected_seconds: float | None = None) -> Path:
-    """Write `gguf` as a Transformers checkpoint (fp32 weights) with `tokenizer` into `out_dir`.
+def write_source(gguf: Path, out_dir: Path, tokenizer, eos_token_ids: list[int] | None = None) -> Path:
+    """Put `gguf` into `out_dir` with `tokenizer`, its config and a generation config; returns `out_dir`.
 
-    `from_pretrained(gguf_file=...)` would do this but insists on `accelerate`, which nothing else
-    needs; Transformers' GGUF reader alone needs only torch. Peak memory is about the fp32 weights
-    plus a quarter.
+    The config is Transformers' reading of the file's metadata (no weights are read);
+    `eos_token_ids` are the tokens generation stops at (the tokenizer's end of sequence if None).
+    The GGUF is linked there (copied where it cannot be), unless it is there already.
     """
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    from transformers import AutoConfig, GenerationConfig
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    with phase(report, f"Dequantizing {gguf.name}", expected_seconds) as progress, _reporting(progress):
-        config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-        with torch.device("meta"):  # a weightless model, only to name the tensors
-            skeleton = AutoModelForCausalLM.from_config(config)
-        tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=skeleton)["tensors"]
-        model = type(skeleton).from_pretrained(None, config=config, state_dict=tensors)
-        del tensors
-        progress.update(None, "writing the checkpoint")
-        model.save_pretrained(str(out_dir))
-        model.generation_config.save_pretrained(str(out_dir))
-        del model
+    config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    config.save_pretrained(str(out_dir))
+    generation = GenerationConfig.from_model_config(config)
+    eos = eos_token_ids or [tokenizer.eos_token_id]
+    generation.eos_token_id = eos if len(eos) > 1 else eos[0]
+    generation.pad_token_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos[-1]
+    generation.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
+    _place(gguf, out_dir / gguf.name)
     return out_dir
 
 
-@contextlib.contextmanager
-def _reporting(progress) -> Iterator[None]:
-    """Route the GGUF reader's per-tensor progress bar into `progress` (it draws a tqdm bar otherwise)."""
-    import transformers.modeling_gguf_pytorch_utils as reader
-    from tqdm.auto import tqdm
-
-    class Reporting(tqdm):
-        def __init__(self, iterable=None, *args, **kwargs):
-            kwargs["disable"] = True
-            super().__init__(iterable, *args, **kwargs)
-            self._items = list(iterable) if iterable is not None else []
-
-        def __iter__(self):
-            for i, item in enumerate(self._items):
-                progress.update(i / max(len(self._items), 1), f"tensor {i + 1} of {len(self._items)}")
-                yield item
-
-    with _patching:
-        original, reader.tqdm = reader.tqdm, Reporting
+def _place(gguf: Path, target: Path) -> None:
+    if gguf.resolve() == target.resolve():
+        return
+    try:
+        os.link(gguf, target)
+    except OSError:
         try:
-            yield
-        finally:
-            reader.tqdm = original
+            target.symlink_to(gguf.resolve())
+        except OSError:
+            shutil.copyfile(gguf, target)
 
 
 def transformers_tokenizer(gguf: Path):

@@ -87,7 +87,7 @@ def is_local(ref: str) -> bool:
 def _resolve_embedded(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
     model = embedded.find(ref)
     path = convert_cached(
-        ref, model.name, model.fingerprint(), weight_format, lambda work_dir: model.write_checkpoint(work_dir, report), report,
+        ref, model.name, model.fingerprint(), weight_format, lambda work_dir: model.write_source(work_dir, report), report,
         getattr(model, "expected_seconds", {}).get("export"),
     )
     return ResolvedModel(ref, path, weight_format, "embedded")

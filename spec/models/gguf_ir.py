@@ -1,0 +1,331 @@
+"""A GGUF file (llama.cpp's format) to a stateful OpenVINO IR, without a float copy of the model.
+
+Two tools, each doing what it does well:
+
+- openvino-genai's GGUF reader builds the graph: the same stateful layout optimum-intel exports
+  (inputs `input_ids, attention_mask, position_ids, beam_idx`, one state per key and value per
+  layer), and `openvino_tokenizer.xml` / `openvino_detokenizer.xml` beside it. It is not trusted
+  with the weights: it rounds a Q4_K block's minimum to a whole zero point (an error of several
+  percent of each weight), refuses Q5_0 tensors, and its group-wise 8-bit form runs at half the
+  speed of a per-channel one.
+- The weights come from the file itself: the `gguf` package dequantizes one tensor at a time,
+  exactly as Transformers does, and NNCF's own quantizer compresses it to the form asked for
+  (INT8 per channel, or INT4 in groups with the embedding and head at INT8, as
+  `nncf.compress_weights` makes them).
+
+The reader is given a skeleton of the file: the same metadata, norms and biases, every weight
+matrix replaced by a Q4_0 stand-in whose scale is the tensor's number and whose first values
+spell each row's number. In the graph it builds, each stand-in is then recognised, with any rows
+the reader reordered (Llama's query and key projections), and replaced by the real weight.
+Memory stays near the reader's own (a few times the skeleton) plus the compressed model.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from spec.config import FP32, INT4, INT8
+from spec.errors import ModelError
+
+READER_ARCHITECTURES = ("llama", "qwen2", "qwen3")  # what openvino-genai's reader builds
+MAX_TENSORS = 2048  # tensor numbers are stored as fp16 scales, exact up to 2048
+ROW_DIGITS = 5  # 4-bit digits that number a row: up to 16**5 rows (a vocabulary of a million)
+INT4_GROUP = 128  # values per INT4 scale, halved until it divides a row (SmolLM2's 576 takes 64)
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """Where one tensor's data is in a GGUF file, and how to read it."""
+
+    name: str
+    kind: int  # its GGMLQuantizationType
+    rows: int
+    columns: int
+    offset: int  # of its data, from the start of the file
+    size: int  # bytes
+_Q4_0_BLOCK = 32  # values per Q4_0 block; a block is an fp16 scale and 16 bytes of 4-bit values
+_STAND_IN = "skeleton.gguf"
+
+
+StepFn = Callable[[float, str], None]  # (fraction done, what is being done): a phase's `update`
+
+
+def convert(gguf: Path, out: Path, weight_format: str, progress: StepFn | None = None) -> None:
+    """Write `gguf` as a stateful OpenVINO IR into `out` (openvino_model.xml/.bin and the
+    openvino_tokenizer/detokenizer IRs), its weights compressed to `weight_format`; `progress`
+    hears how far it is."""
+    work = out / ".gguf-reader"
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        _say(progress, 0.0, "writing a skeleton of the GGUF")
+        tensors = write_skeleton(gguf, work / _STAND_IN)
+        _say(progress, 0.1, "building the graph with OpenVINO's GGUF reader")
+        build_graph(work / _STAND_IN)
+        _say(progress, 0.3, "putting the weights in")
+        fill_weights(work / "openvino_model.xml", gguf, tensors, out / "openvino_model.xml", weight_format,
+                     lambda done, detail: _say(progress, 0.3 + 0.7 * done, detail))
+        for name in ("openvino_tokenizer", "openvino_detokenizer"):
+            for suffix in (".xml", ".bin"):
+                if (work / (name + suffix)).is_file():
+                    os.replace(work / (name + suffix), out / (name + suffix))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _say(progress: StepFn | None, fraction: float, detail: str) -> None:
+    if progress is not None:
+        progress(fraction, detail)
+
+
+def _is_matrix(tensor) -> bool:
+    return len(tensor.shape) >= 2 and int(np.prod(tensor.shape[1:])) > 1
+
+
+def write_skeleton(gguf: Path, out: Path) -> list[Tensor]:
+    """Write `gguf` again as `out`, each weight matrix a Q4_0 stand-in: every block's scale is the
+    tensor's number plus one, and each row's first ROW_DIGITS values spell its row number (4 bits
+    each, lowest first). Everything else is copied as it is. Returns where `gguf`'s tensors are."""
+    import gguf as gguf_lib
+    from gguf import GGMLQuantizationType, GGUFValueType
+
+    reader = gguf_lib.GGUFReader(str(gguf))  # not kept: its metadata alone takes hundreds of MB
+    architecture = reader.fields["general.architecture"].contents()
+    if architecture not in READER_ARCHITECTURES:
+        raise ModelError(f"{gguf.name} is a {architecture} model; OpenVINO's GGUF reader builds {', '.join(READER_ARCHITECTURES)} only.")
+    if len(reader.tensors) >= MAX_TENSORS:
+        raise ModelError(f"{out.name}: {len(reader.tensors)} tensors are more than this conversion numbers ({MAX_TENSORS}).")
+    writer = gguf_lib.GGUFWriter(str(out), architecture)
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue  # the header's own counts, and what the writer adds itself
+        vtype = field.types[0]
+        writer.add_key_value(name, field.contents(), vtype, sub_type=field.types[-1] if vtype == GGUFValueType.ARRAY else None)
+    for tensor in reader.tensors:
+        if _is_matrix(tensor):
+            rows, blocks = _rows_and_blocks(tensor)
+            writer.add_tensor_info(tensor.name, (rows, blocks * 18), np.dtype(np.uint8), rows * blocks * 18,
+                                   raw_dtype=GGMLQuantizationType.Q4_0)
+        else:
+            writer.add_tensor_info(tensor.name, tuple(int(n) for n in tensor.data.shape), tensor.data.dtype, tensor.data.nbytes,
+                                   raw_dtype=tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for number, tensor in enumerate(reader.tensors):
+        writer.write_tensor_data(_stand_in(number, *_rows_and_blocks(tensor)) if _is_matrix(tensor) else np.asarray(tensor.data))
+    writer.close()
+    return [Tensor(t.name, int(t.tensor_type), int(np.prod(t.shape[1:])), int(t.shape[0]), int(t.data_offset), int(t.n_bytes))
+            for t in reader.tensors]
+
+
+def _rows_and_blocks(tensor) -> tuple[int, int]:
+    columns, rows = int(tensor.shape[0]), int(np.prod(tensor.shape[1:]))  # GGUF lists dimensions innermost first
+    if columns % _Q4_0_BLOCK:
+        raise ModelError(f"{tensor.name} has rows of {columns} values, not a multiple of {_Q4_0_BLOCK}: OpenVINO's GGUF "
+                         "reader cannot take it.")
+    if rows >= 16 ** ROW_DIGITS:
+        raise ModelError(f"{tensor.name} has {rows} rows, more than this conversion numbers.")
+    return rows, columns // _Q4_0_BLOCK
+
+
+def _stand_in(number: int, rows: int, blocks: int) -> np.ndarray:
+    """Q4_0 blocks (rows, blocks * 18 bytes) whose scale is number + 1 and whose row r begins with r's digits."""
+    data = np.zeros((rows, blocks, 18), dtype=np.uint8)
+    data[:, :, :2] = np.frombuffer(np.float16(number + 1).tobytes(), dtype=np.uint8)
+    row = np.arange(rows, dtype=np.int64)
+    for digit in range(ROW_DIGITS):  # value j of a block is the low nibble of its byte 2 + j
+        data[:, 0, 2 + digit] = (row >> (4 * digit)) & 0x0F
+    return data.reshape(rows, blocks * 18)
+
+
+def build_graph(skeleton: Path) -> None:
+    """Have openvino-genai's reader build the IR of `skeleton` beside it, in a child process (the
+    memory it takes goes back when it ends)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-m", "spec.models.gguf_ir", str(skeleton)], env=env,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if result.returncode != 0 or not (skeleton.parent / "openvino_model.xml").is_file():
+        lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+        detail = lines[-1].strip()[:300] if lines else f"exit code {result.returncode}"
+        raise ModelError(f"OpenVINO's GGUF reader could not build {skeleton.name}'s graph ({detail}): install the "
+                         "openvino-genai version in requirements.txt.")
+
+
+def _read_in_child(skeleton: Path) -> None:
+    """The child: the reader saves the IR and tokenizers beside `skeleton` while it makes a
+    pipeline, before compiling it; a device this process does not have stops it there."""
+    import openvino_genai
+
+    openvino_genai.Tokenizer(str(skeleton), enable_save_ov_model=True)
+    try:
+        openvino_genai.LLMPipeline(str(skeleton), "NO-SUCH-DEVICE", enable_save_ov_model=True)
+    except RuntimeError:
+        pass  # the device, as intended; build_graph checks that the IR is there
+
+
+def fill_weights(skeleton_xml: Path, gguf: Path, tensors: list[Tensor], out_xml: Path, weight_format: str,
+                 report: StepFn | None = None) -> None:
+    """Replace each stand-in weight of the IR `skeleton_xml` by the real one from `gguf` (whose
+    `tensors` write_skeleton listed), compressed to `weight_format`, and save the IR as `out_xml`."""
+    import openvino as ov
+
+    model = ov.Core().read_model(str(skeleton_xml))
+    stand_ins = [found for op in model.get_ordered_ops() if (found := _stand_in_at(op)) is not None]
+    if not stand_ins:
+        raise ModelError(f"{skeleton_xml}: the reader's graph has none of the stand-in weights it was given.")
+    source = np.memmap(gguf, dtype=np.uint8, mode="r")
+    total = sum(values.get_output_partial_shape(0).to_shape()[0] for values, _, _ in stand_ins)
+    done = 0
+    for i, (values, scale, output) in enumerate(stand_ins):
+        tensor = tensors[int(scale.get_data().flat[0]) - 1]
+        rows = _row_numbers(values)
+        data = source[tensor.offset:tensor.offset + tensor.size].reshape(tensor.rows, -1)
+        weight = _compressed(tensor, data, rows, weight_format, _keeps_8_bits(tensor.name))
+        _forget(data)
+        for target in list(output.get_target_inputs()):
+            target.replace_source_output(weight)
+        done += len(rows)
+        if report is not None:
+            report(done / total, f"tensor {i + 1} of {len(stand_ins)}")
+    model.validate_nodes_and_infer_types()
+    ov.save_model(model, str(out_xml), compress_to_fp16=False)
+
+
+def _stand_in_at(op):
+    """(4-bit values, scale, f32 output) when `op` is the Multiply of a stand-in's decompression:
+    Convert(Reshape(Multiply(Subtract(Convert(u4 values), zero point), fp16 scale))); else None."""
+    if op.get_type_name() != "Multiply":
+        return None
+    subtract, scale = (op.input_value(i).get_node() for i in range(2))
+    if subtract.get_type_name() != "Subtract" or scale.get_type_name() != "Constant":
+        return None
+    convert = subtract.input_value(0).get_node()
+    values = convert.input_value(0).get_node() if convert.get_type_name() == "Convert" else None
+    if values is None or values.get_type_name() != "Constant" or values.get_output_element_type(0).get_type_name() != "u4":
+        return None
+    node = op
+    for kind in ("Reshape", "Convert"):
+        users = list(node.output(0).get_target_inputs())
+        if len(users) != 1 or users[0].get_node().get_type_name() != kind:
+            return None
+        node = users[0].get_node()
+    return values, scale, node.output(0)
+
+
+def _row_numbers(values) -> np.ndarray:
+    """For each row of a stand-in's 4-bit values in the graph, the row of the GGUF tensor it came from."""
+    rows = values.get_output_partial_shape(0).to_shape()[0]
+    data = values.get_data().view(np.uint8)
+    packed = data.reshape(rows, -1)[:, : (ROW_DIGITS + 1) // 2].astype(np.int64)
+    _forget(data)
+    digits = np.stack([packed[:, d // 2] >> (4 * (d % 2)) & 0x0F for d in range(ROW_DIGITS)], axis=1)
+    return (digits << (4 * np.arange(ROW_DIGITS))).sum(axis=1)
+
+
+def _forget(mapped: np.ndarray) -> None:
+    """Give back the pages of a memory-mapped file this has read and will not read again (Linux).
+
+    They are the file's, so the kernel could drop them under pressure anyway, but until then they
+    count as the process's memory: a conversion would seem to hold the GGUF and the skeleton too.
+    """
+    if not sys.platform.startswith("linux") or mapped.size == 0:
+        return
+    import ctypes
+    import mmap
+
+    page = mmap.PAGESIZE
+    start = mapped.__array_interface__["data"][0]
+    first, last = -(-start // page) * page, (start + mapped.nbytes) // page * page  # whole pages inside it only
+    if last > first:
+        ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), mmap.MADV_DONTNEED)
+
+
+def _keeps_8_bits(name: str) -> bool:
+    """The embedding and the output layer stay at 8 bits in an INT4 model, as NNCF keeps them."""
+    return name.startswith(("token_embd.", "output."))
+
+
+_ROWS_AT_ONCE = 8192  # rows dequantized at a time: the float copy of a vocabulary-wide matrix stays small
+
+
+def _compressed(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: str, keep_8_bits: bool):
+    """GGUF `tensor` (its raw rows `data`) with its rows in the order `rows`, compressed to
+    `weight_format`, as the decompression subgraph NNCF writes (u8/u4 values, zero points, fp16
+    scales, to f32)."""
+    import openvino as ov
+    import openvino.opset13 as ops
+    from gguf import GGMLQuantizationType, quants
+
+    kind, columns = GGMLQuantizationType(tensor.kind), tensor.columns
+    chunks = range(0, len(rows), _ROWS_AT_ONCE)
+    if weight_format == FP32:
+        weight = np.concatenate([quants.dequantize(data[rows[i:i + _ROWS_AT_ONCE]], kind) for i in chunks])
+        return ops.constant(weight.reshape(len(rows), columns).astype(np.float32), name=tensor.name).output(0)
+    if weight_format not in (INT8, INT4):
+        raise ValueError(f"unknown weight format {weight_format!r}")
+    group = columns if weight_format == INT8 or keep_8_bits else _group_size(columns)
+    bits = 8 if group == columns else 4
+    shape = (len(rows), columns) if bits == 8 else (len(rows), columns // group, group)
+    values = np.empty(shape, dtype=np.uint8)
+    zero_points = np.empty(shape[:-1] + (1,), dtype=np.uint8)
+    scales = np.empty(shape[:-1] + (1,), dtype=np.float16)
+    for i in chunks:
+        part = quants.dequantize(data[rows[i:i + _ROWS_AT_ONCE]], kind).reshape(-1, columns)
+        q, s, z = _quantize(part, bits, group)
+        values[i:i + len(part)], scales[i:i + len(part)], zero_points[i:i + len(part)] = q, s, z
+    element = ov.Type.u8 if bits == 8 else ov.Type.u4
+    weights = ops.convert(_constant(values, element, tensor.name), ov.Type.f16)
+    zero = ops.convert(_constant(zero_points, element, tensor.name + "/zero_point"), ov.Type.f16)
+    scale = ops.constant(scales, name=tensor.name + "/scale")
+    decompressed = ops.multiply(ops.subtract(weights, zero), scale)
+    if bits == 4:
+        decompressed = ops.reshape(decompressed, ops.constant(np.array([len(rows), columns], dtype=np.int64)), special_zero=False)
+    return ops.convert(decompressed, ov.Type.f32).output(0)
+
+
+def _group_size(columns: int) -> int:
+    group = INT4_GROUP
+    while columns % group:
+        group //= 2
+    return group
+
+
+def _quantize(weight: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NNCF's asymmetric integer quantization of `weight` (rows, columns): per row at 8 bits, per
+    group of `group` values at 4; returns values, fp16 scales and zero points, as NNCF stores them."""
+    from nncf import CompressWeightsMode
+    from nncf.quantization.algorithms.weight_compression.config import WeightCompressionConfig
+    from nncf.quantization.algorithms.weight_compression.weight_lowering import do_integer_quantization
+    from nncf.tensor import Tensor
+
+    mode, group_size = (CompressWeightsMode.INT8_ASYM, -1) if bits == 8 else (CompressWeightsMode.INT4_ASYM, group)
+    compressed = do_integer_quantization(Tensor(weight), WeightCompressionConfig(mode=mode, group_size=group_size), reduction_axes=(1,))
+    return (np.asarray(compressed.tensor.data, dtype=np.uint8), np.asarray(compressed.scale.data, dtype=np.float16),
+            np.asarray(compressed.zero_point.data, dtype=np.uint8))
+
+
+def _constant(values: np.ndarray, element, name: str):
+    """An OpenVINO constant of `values` (uint8 holding u8 or u4 values); u4 packs two values a byte, the first low."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    if element == ov.Type.u8:
+        return ops.constant(values, name=name)
+    flat = values.reshape(-1)
+    tensor = ov.Tensor(ov.Type.u4, ov.Shape(list(values.shape)))
+    tensor.data[...] = (flat[0::2] | (flat[1::2] << 4)).reshape(tensor.data.shape)
+    constant = ops.constant(tensor)
+    constant.set_friendly_name(name)
+    return constant
+
+
+if __name__ == "__main__":
+    _read_in_child(Path(sys.argv[1]))
