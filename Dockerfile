@@ -33,8 +33,9 @@ ENV HOME=/home/user \
 # --- models: the offline pairs' models prepared; only models/cache leaves this stage
 FROM app AS models
 
-# 1: prepare the offline pairs' models at build time (about 5 minutes on 2 cores, 9.5 GB of RAM at
-# its peak; the IR and compiled blobs add about 4 GB to the image).
+# 1: prepare the offline pairs' models at build time (about 3.5 minutes on 2 cores, about 4 GB of
+# RAM at its peak: OpenVINO's GGUF reader and NNCF convert them without a float copy; the IR and
+# compiled blobs add about 4 GB to the image).
 # 0: skip it on a builder short of memory; the Space then prepares them on its first start instead,
 # installing the part wheels into ~/.local as it goes.
 # On a Space, a variable PREPARE_MODELS reaches the build as this argument.

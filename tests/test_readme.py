@@ -29,7 +29,7 @@ def test_the_space_card_on_top_stays_valid():
 def test_it_stays_short_and_its_first_screen_says_what_it_needs():
     assert len(README.splitlines()) <= 300
     first_screen = README[: README.index("## At a workshop")]
-    for need in ("Python 3.10", "9.5 GB", "5 GB", "./run.sh app", "./run.sh test", "docs/screenshot.png"):
+    for need in ("Python 3.10", "4 GB", "5 GB", "./run.sh app", "./run.sh test", "docs/screenshot.png"):
         assert need in first_screen, need
 
 
