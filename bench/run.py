@@ -235,7 +235,13 @@ def run(plan: BenchPlan, args: argparse.Namespace, argv: list[str]) -> dict:
     machine = _machine()
     _progress(f"{len(plan.settings)} configurations in {len(plan.families)} processes, {args.repeats} repeats of "
               f"{plan.generations_per_repeat()} generations; load average {machine['load_average']}")
-    workers = {family.name: Worker(family) for family in plan.families}  # they load in parallel
+    workers = {}
+    for family in plan.families:
+        workers[family.name] = Worker(family)
+        if family.engine == "ours":
+            # Alone: loading our models times their calls on this CPU (spec.models.calibration, once
+            # per machine), which other processes loading beside it would disturb. The peers load in parallel.
+            workers[family.name].ready()
     cost_worker = Worker(plan.costs_family)  # idle until the end; loading it now saves time
     tokenizer, prompt_ids, eos = _tokenize(plan)  # while the workers load
     families = _ready_families(plan, workers, cost_worker)

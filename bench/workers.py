@@ -57,7 +57,8 @@ class Worker:
 
     def ready(self) -> dict:
         """Wait until the models are loaded; return load time, RSS before/after loading, compiled properties."""
-        self.info = self._receive()
+        if not self.info:
+            self.info = self._receive()
         return self.info
 
     def run(self, job: dict) -> dict:
