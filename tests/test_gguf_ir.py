@@ -58,6 +58,7 @@ def test_the_ir_is_the_stateful_layout_the_engine_loads_and_it_answers(int8_ir, 
     model = ov.Core().read_model(str(out / "openvino_model.xml"))
     assert [port.get_any_name() for port in model.inputs] == ["input_ids", "attention_mask", "position_ids", "beam_idx"]
     assert model.get_sinks() and (out / "openvino_tokenizer.xml").is_file() and (out / "openvino_detokenizer.xml").is_file()
+    assert model.get_rt_info(["runtime_options", "KV_CACHE_PRECISION"]).astype(str) == "f16"  # as optimum-intel's exports
     assert [fraction for fraction, _ in steps] == sorted(fraction for fraction, _ in steps) and steps[-1][0] == 1.0
     tokenizer = gguf.rebuilt_bpe_tokenizer(smollm2_gguf)
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],

@@ -26,7 +26,7 @@ from spec.models.wheel_parts import Part, SplitFile
 from spec.progress import ProgressFn
 
 PREFIX = "embedded:"
-CONVERSION = "gguf-reader-graph+nncf-weights-v1"  # in every fingerprint: a new way of converting is a new cache entry
+CONVERSION = "gguf-reader-graph+nncf-weights-v2"  # in every fingerprint: a new way of converting is a new cache entry
 
 
 class SmolLM2:

@@ -196,6 +196,9 @@ def fill_weights(skeleton_xml: Path, gguf: Path, tensors: list[Tensor], out_xml:
         if report is not None:
             report(done / total, f"tensor {i + 1} of {len(stand_ins)}")
     model.validate_nodes_and_infer_types()
+    # What optimum-intel asks of the LLMs it exports: where a compile leaves the KV cache's
+    # precision to the model, it is f16, so the race computes what it computed on those IRs.
+    model.set_rt_info("f16", ["runtime_options", "KV_CACHE_PRECISION"])
     ov.save_model(model, str(out_xml), compress_to_fp16=False)
 
 
