@@ -13,6 +13,7 @@ compile properties, and reused on the next start: `curve_for` measures only what
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +23,12 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, timings may overlap
+    fcntl = None
 
 import openvino as ov
 
@@ -92,25 +99,27 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
     a slow moment on a shared machine or a cold start does not land on one width alone. A run's
     first calls are not timed: the calls right after one of another width also pay for OpenVINO
     re-preparing the model, which the schedules count apart. Each width's seconds are the median
-    of its 2 x `repeats` timed calls."""
+    of a run's timed calls, the quicker of its two runs: a busy moment only ever adds time."""
     if repeats < 1 or not widths or min(widths) < 1:
         raise ValueError(f"need repeats >= 1 and widths >= 1, got repeats={repeats}, widths={widths}")
     widths = tuple(sorted(set(widths)))
-    times: dict[int, list[float]] = {width: [] for width in widths}
+    runs: dict[int, list[float]] = {width: [] for width in widths}  # width -> the median of each of its runs
     cache = model.new_cache()
     try:
         cache.forward(list(range(1, context + 1)), keep=1)
         for width in widths + widths[::-1]:
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
+            times = []
             for call in range(_SWITCH_CALLS + repeats):
                 started = time.perf_counter()
                 cache.forward(tokens)
                 if call >= _SWITCH_CALLS:
-                    times[width].append(time.perf_counter() - started)
+                    times.append(time.perf_counter() - started)
                 cache.trim(context)
+            runs[width].append(statistics.median(times))
     finally:
         cache.release()
-    return CallCurve({width: statistics.median(seconds) for width, seconds in times.items()}, machine())
+    return CallCurve({width: min(medians) for width, medians in runs.items()}, machine())
 
 
 def calibration_key(xml: Path, properties: dict[str, object], extra: str = "") -> str:
@@ -158,7 +167,22 @@ def curve_for(model: CompiledLM, xml: Path, folder: Path, report: ProgressFn = i
     key = calibration_key(xml, model.properties, ",".join(map(str, widths)))
     curve = kept_curve(folder, key)
     if curve is None:
-        with phase(report, f"Timing {name}'s calls of each width on this CPU (once per machine)"):
-            curve = measure_curve(model, widths)
+        with timing_alone(folder), phase(report, f"Timing {name}'s calls of each width on this CPU (once per machine)"):
+            curve = kept_curve(folder, key) or measure_curve(model, widths)  # another process may have timed it meanwhile
         keep_curve(folder, key, curve)
     return curve
+
+
+@contextlib.contextmanager
+def timing_alone(folder: Path) -> Iterator[None]:
+    """Hold the models folder's timing lock: two processes timing at once (the benchmark's workers,
+    the page and a command line) would each see the other's calls in their own."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "calibration.lock", "a") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_UN)

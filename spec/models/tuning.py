@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from spec.config import DEFAULT_PRECISION
-from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve
+from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve, timing_alone
 from spec.models.runtime import compile_model, compile_properties
 from spec.progress import ProgressFn, ignore, phase
 
@@ -70,7 +70,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
         if curve is None:
             title = f"Timing {name} compiled {number} ways on this CPU (once per machine) — {candidate}"
             try:
-                with phase(report, title):
+                with timing_alone(folder), phase(report, title):
                     # Not into the compiled-blob cache: only the settings chosen are worth keeping there.
                     curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), _WIDTHS)
             except RuntimeError as error:
