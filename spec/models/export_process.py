@@ -77,7 +77,7 @@ def run_child(checkpoint: Path, out: Path, weight_format: str, name: str, log: P
                 break
             except subprocess.TimeoutExpired:
                 if stopped is not None and stopped():
-                    raise Cancelled("nobody waits for this conversion any more")
+                    raise Cancelled("nobody waits for this conversion any more") from None
                 if _allocated(child.pid) > memory_limit:
                     over_memory = True
                     os.killpg(child.pid, signal.SIGKILL)
