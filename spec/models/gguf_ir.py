@@ -200,6 +200,20 @@ def fill_weights(skeleton_xml: Path, gguf: Path, tensors: list[Tensor], out_xml:
     # precision to the model, it is f16, so the race computes what it computed on those IRs.
     model.set_rt_info("f16", ["runtime_options", "KV_CACHE_PRECISION"])
     ov.save_model(model, str(out_xml), compress_to_fp16=False)
+    del model, stand_ins, weight, values, scale, output, source
+    _trim_heap()
+
+
+def _trim_heap() -> None:
+    """Hand the freed weights back to the system (glibc keeps freed memory for later otherwise):
+    the same process compiles the model next, and would hold both."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # not glibc
+            pass
 
 
 def _stand_in_at(op):
