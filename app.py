@@ -35,7 +35,7 @@ from spec.serving.hub_status import HubStatus
 from spec.serving.limits import Limits
 from spec.serving.phases import RacePhase
 from spec.serving.playback import watch
-from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair
+from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair, pair_keys
 from spec.serving.recording import RaceRequest
 from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
 from spec.serving.scheduler import Busy, Scheduler
@@ -97,7 +97,7 @@ def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dyna
         pair = dataclasses.replace(pair, precision=F32)
     config = generation_config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, seed, RANGES)
     hub_only = pair.label == CUSTOM and not ALLOW_LOCAL_MODELS  # a visitor's model: never a server path
-    target, draft = pair.keys(target_ref, draft_ref, S.device, hub_only)
+    target, draft = pair_keys(target_ref, draft_ref, S.device, precision=pair.precision, hub_only=hub_only, presets=PRESETS)
     return pair, RaceRequest(prompt, target, draft, drafter, config)
 
 

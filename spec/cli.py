@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import itertools
 import json
 import os
@@ -28,6 +27,7 @@ from spec.config import (
     DEFAULT_PRECISION,
     DRAFT_MODEL,
     HYBRID,
+    INT4,
     INT8,
     MODES,
     PRECISIONS,
@@ -74,8 +74,10 @@ def _generation_options(command: argparse.ArgumentParser, target_help: str) -> N
     command.add_argument("--top-p", type=float, default=1.0, help="sampling only")
     command.add_argument("--top-k", type=int, default=0, help="sampling only")
     command.add_argument("--seed", type=int)
-    command.add_argument("--precision", choices=PRECISIONS, default=DEFAULT_PRECISION, help="f32 pins exact results; default is the device's fastest")
-    command.add_argument("--weight-format", choices=WEIGHT_FORMATS, default=INT8, help="compression for models that need converting")
+    command.add_argument("--precision", choices=PRECISIONS, help="f32 pins exact results (default: as the page loads the pair, "
+                         f"else {DEFAULT_PRECISION}, the device's fastest)")
+    command.add_argument("--weight-format", choices=WEIGHT_FORMATS, help="compression of the models that need converting, target "
+                         f"and draft (default: as the page loads the pair, the default pair's draft at {INT4}; else {INT8})")
     command.add_argument("--device", help=DEVICE_HELP)
     command.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
     command.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -156,6 +158,14 @@ def _library_output_to_stderr():
         os.close(saved)
 
 
+def model_keys(args: argparse.Namespace, target: str | None, draft: str | None) -> list[ModelKey | None]:
+    """The keys of `target` and `draft` (None: none) as the page loads that pair, with --weight-format
+    and --precision where given: `run` and `race` load one pair the same way the page does."""
+    from spec.serving.presets import pair_keys  # imported late: --help stays fast
+
+    return list(pair_keys(target, draft, args.device or default_device(), weight_format=args.weight_format, precision=args.precision))
+
+
 def _load(keys: list[ModelKey | None], quiet: bool, warm: bool = False) -> list:
     """The models `keys` name (None stays None), loaded with one progress line per phase on stderr;
     `warm`: each runs a first inference, so that no method's clock in a race pays for it."""
@@ -184,9 +194,7 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
         raise _UsageError("--mode autoregressive decodes without drafts: leave out --draft, --prompt-lookup and --drafter")
     config = generation_config(args, drafter)
     prompt = read_prompt(args, stdin)
-    device = args.device or default_device()
-    draft_key = ModelKey(args.draft, args.weight_format, args.precision, device) if needs_draft_model(drafter) else None
-    target, draft = _load([ModelKey(args.target, args.weight_format, args.precision, device), draft_key], args.quiet)
+    target, draft = _load(model_keys(args, args.target, args.draft if needs_draft_model(drafter) else None), args.quiet)
     cancel = threading.Event()
     steps = []
     try:
@@ -209,7 +217,6 @@ def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     from spec.models.embedded import DEFAULT_REF, DRAFT_REF
     from spec.serving.limits import Limits, check_prompt
     from spec.serving.numbers import race_numbers
-    from spec.serving.presets import PRESETS, Preset
     from spec.serving.race import run_race
     from spec.serving.verdict import CANCELLED, verdict
 
@@ -221,10 +228,7 @@ def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
         draft_ref, drafter = DRAFT_REF, HYBRID  # the page's default pair
     config = generation_config(args, drafter)
     prompt = read_prompt(args, stdin)
-    # Loaded as the page loads the pair (the draft's head over the most frequent tokens, say).
-    pair = next((p for p in PRESETS if (p.target, p.draft) == (target_ref, draft_ref)), Preset("", target_ref, draft_ref, ""))
-    pair = dataclasses.replace(pair, weight_format=args.weight_format, draft_weight_format=None, precision=args.precision)
-    target, draft = _load(list(pair.keys(target_ref, draft_ref, args.device or default_device())), args.quiet, warm=True)
+    target, draft = _load(model_keys(args, target_ref, draft_ref), args.quiet, warm=True)
     check_prompt(prompt, target, config, Limits(max_prompt_tokens=1 << 30, max_race_seconds=None))
     cancel, last = threading.Event(), None
     if not args.quiet:

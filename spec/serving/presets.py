@@ -8,9 +8,9 @@ mapping and the special tokens, so a real difference there is reported, not igno
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, INT4, INT8, ModelKey
 from spec.decoding.plugins import PLUGINS
@@ -166,3 +166,22 @@ def operator_pair(target: str, draft: str | None, weight_format: str, precision:
         "The pair set by `SPEC_APP_TARGET` and `SPEC_APP_DRAFT` on the server.",
         weight_format=weight_format, precision=precision, needs_hub=False,
     )
+
+
+def pair_keys(target: str | None, draft: str | None, device: str = "CPU", *, weight_format: str | None = None,
+              draft_weight_format: str | None = None, precision: str | None = None, hub_only: bool = False,
+              presets: Iterable[Preset] = PRESETS) -> tuple[ModelKey, ModelKey | None]:
+    """The registry keys of `target` and `draft` (None: no draft model) as the page loads that pair:
+    the page, `spec run`, `spec race` and the benchmark all ask here, so one pair is one pair of models.
+
+    The first of `presets` that pairs them decides the weight formats, the precision and the draft's
+    head (with no draft, the first whose target is `target`); any other pair loads as the custom
+    pair does. What is given overrides it: `weight_format` both models' compression,
+    `draft_weight_format` the draft's, `precision` both models'. `target` None is the default model.
+    """
+    target = target or DEFAULT_REF
+    pair = next((p for p in presets if p.target == target and draft in (p.draft, None)), Preset(CUSTOM, target, draft, ""))
+    if weight_format:
+        pair = replace(pair, weight_format=weight_format, draft_weight_format=None)
+    pair = replace(pair, draft_weight_format=draft_weight_format or pair.draft_weight_format, precision=precision or pair.precision)
+    return pair.keys(target, draft, device, hub_only)
