@@ -19,7 +19,10 @@ precision) runs:
 Each lane's decode tokens/s (decode_tokens_per_second) comes from the engine's statistics (the
 keys of the CLI's JSON) and from the race's numbers. Alone and served runs alternate, so drift hits both. Reported per
 example and lane: served / alone, the median over --repeats, then the median over examples, against
-the targets (>= 0.95 through /race, >= 0.9 with the browser). Prints a table and one JSON line.
+the targets (>= 0.95 through /race, >= 0.9 with the browser). Prints a table and one JSON line,
+both naming this CPU. Where the cores went during each served race is measured too: CPU seconds of
+the app's computing threads (the race's and OpenVINO's), of its serving threads (the web server's
+and each viewer's, which run at a lower priority) and of Chromium (only for an app it started).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from pathlib import Path
 
 from bench.served_app import (
     REPO,
+    CpuSpent,
     Page,
     Parser,
     SetupError,
@@ -40,6 +44,7 @@ from bench.served_app import (
     check_url,
     examples_from,
     free_port,
+    machine,
     numbers_of,
     page,
     race_live,
@@ -182,7 +187,7 @@ class Browser:
 
 
 def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int, max_new_tokens: int, timeout: float,
-            browser: Browser | None, engine: Engine | None, say=print) -> dict:
+            browser: Browser | None, engine: Engine | None, say=print, app_pid: int | None = None) -> dict:
     """Alone and served runs, interleaved; each example's per-lane ratios and the medians over examples."""
     from gradio_client import Client
 
@@ -190,6 +195,15 @@ def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int,
     channels = ["race"] + (["browser"] if browser else [])
     runs = {label: {"alone": {lane: [] for lane in LANES}, **{c: {lane: [] for lane in LANES} for c in channels}}
             for label, _ in examples}
+    cpu = {c: {"computing": [], "serving": [], "chromium": []} for c in channels}  # CPU seconds per served race
+
+    def counted(channel, race):
+        with CpuSpent(app_pid, browser=browser is not None) as spent:
+            lanes = race()
+        for part in cpu[channel]:
+            if getattr(spent, part) is not None:
+                cpu[channel][part].append(getattr(spent, part))
+        return lanes
 
     def run_alone(label, prompt):
         for lane in LANES:
@@ -197,10 +211,10 @@ def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int,
                                               else alone(page, prompt, lane, max_new_tokens, timeout))
 
     def run_served(label, prompt):
-        for lane, value in served(client, page, prompt, max_new_tokens, timeout).items():
+        for lane, value in counted("race", lambda: served(client, page, prompt, max_new_tokens, timeout)).items():
             runs[label]["race"][lane].append(value)
         if browser:
-            for lane, value in browser.race(client, page, prompt, max_new_tokens).items():
+            for lane, value in counted("browser", lambda: browser.race(client, page, prompt, max_new_tokens)).items():
                 runs[label]["browser"][lane].append(value)
 
     for repeat in range(repeats):
@@ -222,7 +236,9 @@ def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int,
     targets = [dict(target=f"{channel}: served / alone >= {TARGETS[channel]} ({lane}, median over examples)",
                     measured=round(medians[channel][lane], 3), met=medians[channel][lane] >= TARGETS[channel])
                for channel in channels for lane in LANES]
-    return {"per_example": per_example, "medians": medians, "targets": targets, "runs": runs}
+    cpu_seconds = {c: {part: statistics.median(values) for part, values in parts.items() if values} for c, parts in cpu.items()}
+    return {"per_example": per_example, "medians": medians, "targets": targets, "cpu_seconds_per_race": cpu_seconds,
+            "runs": runs, "cpu_runs": cpu}
 
 
 def _ratio(served: list[float], alone: list[float]) -> float:
@@ -238,6 +254,10 @@ def report(result: dict, channels: list[str]) -> str:
             tps = row["tokens_per_second"]
             lines.append(f"| {label} | {lane} | {tps['alone'][lane]:.1f} | " +
                          " | ".join(f"{tps[c][lane]:.1f} | {row[c][lane]:.3f}" for c in channels) + " |")
+    for channel, parts in result.get("cpu_seconds_per_race", {}).items():
+        if parts:
+            lines.append(f"CPU seconds per served race ({channel}, median): " +
+                         ", ".join(f"{part} {seconds:.2f}" for part, seconds in parts.items()))
     lines += ["", "Targets:"]
     lines += [f"  [{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['measured']:.3f}" for t in result["targets"]]
     return "\n".join(lines)
@@ -283,14 +303,14 @@ def main(argv: list[str] | None = None) -> int:
 
                 wait_for_line(log, "Ready: " + re.escape(the_page.preset), server, args.ready_timeout, fail="Could not load")
             note = f"app.py on {url} (log {log}), preheat off, pair loaded after {time.monotonic() - began:.0f} s"
-        print(f"{note}\n{the_page.preset}, {the_page.drafter}, K={the_page.defaults['k']}, "
+        print(f"{note}\non {machine()}\n{the_page.preset}, {the_page.drafter}, K={the_page.defaults['k']}, "
               f"{'dynamic K' if the_page.defaults['dynamic_k'] else 'fixed K'}, {args.max_new_tokens} new tokens, "
               f"{the_page.precision} precision; {len(examples)} examples x {args.repeats} repeats", flush=True)
         if args.browser:
             browser = Browser(url, args.timeout)
         engine = Engine(the_page) if args.alone == "engine" else None
         result = measure(url, the_page, examples, args.repeats, args.max_new_tokens, args.timeout, browser, engine,
-                         say=lambda line: print(line, flush=True))
+                         say=lambda line: print(line, flush=True), app_pid=server.pid if server else None)
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -304,9 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     channels = ["race"] + (["browser"] if args.browser else [])
     result["settings"] = dict(url=url, pair=the_page.preset, drafter=the_page.drafter, examples=[label for label, _ in examples],
                               repeats=args.repeats, max_new_tokens=args.max_new_tokens, browser=args.browser, alone=args.alone,
-                              note=note)
+                              note=note, cpu=machine())
     print(report(result, channels))
-    print(json.dumps({key: value for key, value in result.items() if key != "runs"}))
+    print(json.dumps({key: value for key, value in result.items() if key not in ("runs", "cpu_runs")}))
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=2) + "\n")
     return 0

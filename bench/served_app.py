@@ -211,6 +211,86 @@ def app_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
+# --- Where the cores went ------------------------------------------------------------------
+
+CPU_FLAGS = ("amx_tile", "avx512_vnni", "avx512_bf16", "avx2")  # what decides what a call costs here
+
+
+def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """This CPU as the system names it, with its core count and the flags that change what a call
+    costs ("AMD EPYC, 2 cores, avx512_vnni avx512_bf16 avx2, no amx_tile"): every figure is named with it."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        return "an unknown CPU"
+    name = next((" ".join(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("model name")), "?")
+    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
+    found = [flag for flag in CPU_FLAGS if flag in flags]
+    return f"{name}, {os.cpu_count()} cores, {' '.join(found) or 'none of ' + ' '.join(CPU_FLAGS)}" + \
+        ("" if "amx_tile" in found else ", no amx_tile")
+
+
+def thread_cpu(pid: int) -> dict[int, tuple[int, float]]:
+    """Each thread of process `pid`: (its nice value, CPU seconds so far), from /proc (empty elsewhere)."""
+    tick, threads = os.sysconf("SC_CLK_TCK"), {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return threads
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        except OSError:  # the thread ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after the command name, which may hold spaces
+        threads[int(tid)] = (int(fields[16]), (int(fields[11]) + int(fields[12])) / tick)
+    return threads
+
+
+def chromium_cpu() -> float:
+    """CPU seconds so far of the Chromium processes this process started (through Playwright)."""
+    import psutil
+
+    seconds = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in child.name() or "headless" in child.name():
+                times = child.cpu_times()
+                seconds += times.user + times.system
+        except psutil.Error:  # gone meanwhile
+            pass
+    return seconds
+
+
+class CpuSpent:
+    """CPU seconds spent during a `with` block: by the app's computing threads (those at its
+    highest priority: the race and OpenVINO's), by its serving threads (the web server's and each
+    viewer's, which app.py runs at a lower priority), and by Chromium. Without the app's pid, only
+    Chromium's."""
+
+    def __init__(self, app_pid: int | None, browser: bool = False):
+        self.app_pid, self.browser = app_pid, browser
+        self.computing = self.serving = self.chromium = None
+
+    def __enter__(self) -> "CpuSpent":
+        self._threads = thread_cpu(self.app_pid) if self.app_pid else {}
+        self._chromium = chromium_cpu() if self.browser else 0.0
+        return self
+
+    def __exit__(self, *_) -> None:
+        if self.app_pid:
+            after = thread_cpu(self.app_pid)
+            if after:
+                top = min(nice for nice, _ in after.values())
+                spent = {tid: (nice, seconds - self._threads.get(tid, (nice, 0.0))[1]) for tid, (nice, seconds) in after.items()}
+                self.computing = sum(s for nice, s in spent.values() if nice == top)
+                # Every thread at one priority (the system refused to lower any): no telling them apart.
+                self.serving = sum(s for nice, s in spent.values() if nice != top) if len(spent) > 1 and any(
+                    nice != top for nice, _ in spent.values()) else None
+        if self.browser:
+            self.chromium = chromium_cpu() - self._chromium
+
+
 # --- Reading /race's updates -------------------------------------------------------------------
 # Each update: (status, speed-up, feed, ar stats, spec stats, summary, numbers, race-it-live).
 

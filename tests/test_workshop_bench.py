@@ -82,6 +82,9 @@ def test_served_reports_positive_ratios_per_lane(tiny_app_env, capsys):
     assert set(ratios) == {"autoregressive", "speculative"} and all(r > 0 for r in ratios.values()), ratios
     assert all(t["measured"] > 0 and "race: served / alone >= 0.95" in t["target"] for t in result["targets"])
     assert "| Tiny one | autoregressive |" in printed and json.loads(printed.strip().splitlines()[-1])["medians"]["race"]
+    # Every figure names its CPU, and says where the cores went while the app served the race.
+    assert result["settings"]["cpu"] in printed and "cores" in result["settings"]["cpu"]
+    assert result["cpu_seconds_per_race"]["race"]["computing"] > 0 and "CPU seconds per served race (race" in printed
 
 
 def test_served_says_one_sentence_for_a_bad_option(capsys):
