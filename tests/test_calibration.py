@@ -125,3 +125,18 @@ def test_the_page_says_when_this_cpu_makes_verify_calls_dear_and_how_each_method
     cheap = explained(1.2, ("openvino", "openvino"))
     assert "far from free" not in cheap and "Both compiled as timing on this CPU chose: openvino" in cheap
     assert "compiled" not in explained(1.2, (None, None))  # a recording made before settings were recorded
+
+
+def test_speculation_gets_its_own_compiled_copy_only_where_tuning_found_one_clearly_faster(tiny_checkpoints, tiny_models_dir,
+                                                                                         monkeypatch):
+    with models_dir_at(tiny_models_dir):
+        target = load_model(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION))
+        same = tuning.Tuning("openvino", "openvino", target.tuning.curves)
+        monkeypatch.setattr(target, "tuning", same)
+        assert target.for_rounds()[0] is target.model
+        monkeypatch.setattr(target, "tuning", tuning.Tuning("openvino", "groups of 128", target.tuning.curves))
+        rounds, curve = target.for_rounds()
+        assert rounds is not target.model and target.for_rounds()[0] is rounds  # compiled once, then shared
+        assert rounds.properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128" and curve is not None
+        assert generate("hello", target, prompt_lookup=True, max_new_tokens=8).stats.compiled_with == "groups of 128"
+        assert generate("hello", target, max_new_tokens=8).stats.compiled_with == "openvino"
