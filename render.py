@@ -116,14 +116,16 @@ def why(ex: Explanation) -> str:
         line += (f' → <span title="Leviathan et al. (2023): tokens per round (1 − α^(K+1)) / (1 − α), over the '
                  f'cost of drafting plus one verify call, in steps">Leviathan et al.\'s formula predicts '
                  f"<b>{ex.predicted:.2f}×</b></span>{measured}.")
-    if ex.verify_cost is not None and ex.verify_cost >= DEAR_VERIFY:
-        line += (" On this CPU checking several tokens in one call is far from free (its vector units make a wide"
-                 " call cost more steps than a CPU with AMX), so rounds are kept narrow and must keep more drafts to win.")
+    if ex.verify_cost is not None and ex.verify_cost >= DEAR_VERIFY and (ex.verify_width or 0) <= NARROW:
+        line += (" On this CPU checking several tokens in one call is far from free (its vector units make a"
+                 " call of a few tokens cost more steps than a CPU with AMX), so rounds are kept narrow and must keep"
+                 " more drafts to win.")
     return f'<div class="why"><b>Why:</b> {line}{compiled(ex.compiled_with)}</div>'
 
 
-# A verify call dearer than this many steps: the CPU, not the drafts, limits the speed-up.
-DEAR_VERIFY = 1.5
+# A verify call of at most NARROW tokens dearer than DEAR_VERIFY steps: the CPU, not the drafts,
+# limits the speed-up (a long copy checked 17 tokens wide may cost that anywhere).
+DEAR_VERIFY, NARROW = 1.5, 6
 
 
 def compiled(settings: tuple[str | None, str | None]) -> str:

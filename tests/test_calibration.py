@@ -117,11 +117,12 @@ def test_the_page_says_when_this_cpu_makes_verify_calls_dear_and_how_each_method
     import render
     from spec.serving.verdict import Explanation
 
-    def explained(verify_cost: float, compiled: tuple) -> str:
-        return render.why(Explanation(1.1, True, 128, 2.5, 0.7, 0.1, 0.1 * verify_cost, verify_cost, 0.3, 1.2, compiled))
+    def explained(verify_cost: float, compiled: tuple, width: float = 4.5) -> str:
+        return render.why(Explanation(1.1, True, 128, 2.5, 0.7, 0.1, 0.1 * verify_cost, verify_cost, 0.3, 1.2, compiled, width))
 
     dear = explained(2.1, ("groups of 128", "f32, groups of 128"))
     assert "far from free" in dear and "autoregressive groups of 128, speculative f32, groups of 128" in dear
+    assert "far from free" not in explained(2.1, ("openvino", "openvino"), width=12)  # a long copy, wide anywhere
     cheap = explained(1.2, ("openvino", "openvino"))
     assert "far from free" not in cheap and "Both compiled as timing on this CPU chose: openvino" in cheap
     assert "compiled" not in explained(1.2, (None, None))  # a recording made before settings were recorded

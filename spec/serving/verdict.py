@@ -51,6 +51,7 @@ class Explanation:
     draft_cost: float | None  # drafting per verify call ÷ step_seconds (about 0 for prompt lookup)
     predicted: float | None  # the speed-up Leviathan et al.'s formula gives for these measurements
     compiled_with: tuple[str | None, str | None] = (None, None)  # (autoregressive, speculative): the target's compile settings
+    verify_width: float | None = None  # tokens a verify call checked on average (the drafts and the pending token)
 
 
 def measured_speedup(ar: Stats, sp: Stats) -> tuple[float | None, bool]:
@@ -103,4 +104,5 @@ def explain(ar: Stats, sp: Stats, k: int) -> Explanation:
     return Explanation(
         speedup, settled, min(ar.new_tokens, sp.new_tokens), sp.tokens_per_target_call, alpha,
         step, verify, verify_cost, draft_cost, predicted, (ar.compiled_with, sp.compiled_with),
+        sp.drafted / rounds + 1 if rounds else None,
     )
