@@ -71,10 +71,7 @@ class LoadedModel:
                 xml = self.resolved.path / IR_XML
                 compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key), self.token_ids,
                                          CANDIDATES[self.tuning.rounds])
-                cache = compiled.new_cache()  # its first calls pay one-off costs: not a generation's
-                cache.forward(list(range(8)))
-                cache.forward([0])
-                cache.release()
+                compiled.warm_up()  # its first calls pay one-off costs: not a generation's
                 self._rounds = compiled, curve_for(compiled, xml, models_dir())
             return self._rounds
 

@@ -88,6 +88,15 @@ class CompiledLM:
             request = self._idle.pop() if self._idle else None
         return StatefulLM(self, request)
 
+    def warm_up(self) -> None:
+        """A throwaway prompt-sized call, then a one-token one: a compiled model's first calls pay
+        one-off set-up costs, which no generation should be charged. The next cache gets this
+        warm infer request."""
+        cache = self.new_cache()
+        cache.forward(list(range(8)))
+        cache.forward([0])
+        cache.release()
+
     def _give_back(self, request: ov.InferRequest | None, grown: bool) -> None:
         """Pool `request` (None: it is dropped); after a large generation, release the memory the
         compiled model grew for it."""

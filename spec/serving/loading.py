@@ -22,10 +22,7 @@ def warm_up(model: LoadedModel) -> LoadedModel:
     method happens to go first.
     """
     if model.model not in _warmed:
-        cache = model.model.new_cache()
-        cache.forward(list(range(8)))  # a prompt-sized call, then a one-token decode call
-        cache.forward([0])
-        cache.release()  # the first race gets this warm infer request
+        model.model.warm_up()
         _warmed.add(model.model)
     return model
 
