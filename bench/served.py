@@ -52,6 +52,7 @@ from bench.served_app import (
     stop_app,
     wait_for_line,
 )
+from spec.config import ModelKey
 
 LANES = ("autoregressive", "speculative")
 TARGETS = {"race": 0.95, "browser": 0.9}  # served / alone, median over examples, each lane
@@ -69,13 +70,9 @@ class Engine:
 
         self.page, self.registry = page, ModelRegistry()
 
-    def _model(self, ref: str, draft: bool = False):
-        from spec.config import ModelKey
+    def _model(self, key: ModelKey):
         from spec.serving.loading import warm_up
 
-        page = self.page
-        key = (ModelKey(ref, page.draft_weight_format, page.precision, vocabulary=page.draft_vocabulary) if draft
-               else ModelKey(ref, page.weight_format, page.precision))
         return warm_up(self.registry.get(key))
 
     def run(self, prompt: str, mode: str, max_new_tokens: int) -> float:
@@ -88,7 +85,7 @@ class Engine:
         d, page = self.page.defaults, self.page
         config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=d["temperature"], top_p=d["top_p"], seed=d["seed"],
                                   num_assistant_tokens=d["k"], dynamic_k=d["dynamic_k"]).validate()
-        draft = self._model(page.draft, draft=True) if mode == "speculative" and page.drafter != "prompt-lookup" else None
+        draft = self._model(page.draft) if mode == "speculative" and page.draft else None
         drafter = page.drafter if mode == "speculative" else None
         step = None
         try:
@@ -102,16 +99,15 @@ class Engine:
 def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: float) -> float:
     """Decode tokens/s of one lane run alone through `python -m spec run --json` in its own process
     (models loaded afresh and not warmed up)."""
-    d = page.defaults
-    command = [sys.executable, "-m", "spec", "run", "--json", "--quiet", "--target", page.target, "--mode", mode,
+    d, draft = page.defaults, page.draft if mode == "speculative" else None
+    command = [sys.executable, "-m", "spec", "run", "--json", "--quiet", "--target", page.target.ref, "--mode", mode,
                "--max-new-tokens", str(max_new_tokens), "--temperature", str(d["temperature"]),
-               "--top-p", str(d["top_p"]), "--precision", page.precision, "--weight-format", page.weight_format,
-               "--prompt", prompt]
+               "--top-p", str(d["top_p"]), *_formats(page.target, draft), "--prompt", prompt]
     if d["seed"] is not None:
         command += ["--seed", str(d["seed"])]
     if mode == "speculative":  # K and dynamic K apply to drafts only: the command line refuses them without a drafter
         command += ["--k", str(d["k"])] + ([] if d["dynamic_k"] else ["--no-dynamic-k"])
-        command += ["--prompt-lookup"] if page.drafter == "prompt-lookup" else ["--draft", page.draft, "--drafter", page.drafter]
+        command += ["--draft", draft.ref, "--drafter", page.drafter] if draft else ["--prompt-lookup"]
     try:
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -119,6 +115,16 @@ def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: floa
     if done.returncode != 0:
         raise SetupError(f"python -m spec run ({mode}) failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
     return json.loads(done.stdout.strip().splitlines()[-1])["decode_tokens_per_second"]
+
+
+def _formats(target: ModelKey, draft: ModelKey | None) -> list[str]:
+    """The options under which `python -m spec run` loads `target` and `draft` as the page does: the
+    precision, and --weight-format only where the command line's own pair_keys would choose another
+    (given, it sets the draft's too)."""
+    from spec.serving.presets import pair_keys  # imported late: --help stays fast
+
+    own = pair_keys(target.ref, draft and draft.ref, target.device, precision=target.precision)
+    return ["--precision", target.precision] + ([] if own == (target, draft) else ["--weight-format", target.weight_format])
 
 
 def _lanes(numbers: dict | None, what: str) -> dict[str, float]:
@@ -305,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
             note = f"app.py on {url} (log {log}), preheat off, pair loaded after {time.monotonic() - began:.0f} s"
         print(f"{note}\non {machine()}\n{the_page.preset}, {the_page.drafter}, K={the_page.defaults['k']}, "
               f"{'dynamic K' if the_page.defaults['dynamic_k'] else 'fixed K'}, {args.max_new_tokens} new tokens, "
-              f"{the_page.precision} precision; {len(examples)} examples x {args.repeats} repeats", flush=True)
+              f"{the_page.target.precision} precision; {len(examples)} examples x {args.repeats} repeats", flush=True)
         if args.browser:
             browser = Browser(url, args.timeout)
         engine = Engine(the_page) if args.alone == "engine" else None

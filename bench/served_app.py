@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from spec.config import ModelKey
+
 REPO = Path(__file__).resolve().parents[1]
 BUSY_WORDS = ("try again in a minute", "busy")
 
@@ -149,12 +151,8 @@ class Page:
     preset: str  # the default pair's label
     drafter: str  # its default drafter
     defaults: dict  # k, dynamic_k, temperature, top_p, seed, max_new_tokens
-    target: str  # the pair's models and how the server loads them (for the CLI's runs alone)
-    draft: str | None
-    weight_format: str
-    precision: str
-    draft_weight_format: str
-    draft_vocabulary: int | None
+    target: ModelKey  # the models a click loads (spec.serving.presets.pair_keys), for the runs alone
+    draft: ModelKey | None  # None when the default drafter needs no draft model
 
     def inputs(self, prompt: str, max_new_tokens: int | None = None) -> dict:
         """/race's inputs for `prompt` as a click sends them (the page's starting values)."""
@@ -165,11 +163,10 @@ class Page:
 
 
 _PAGE = """
-import json, app
-p = app.DEFAULT_PRESET
+import dataclasses, json, app
+p, click = app.DEFAULT_PRESET, app.example_requests()[0]
 print(json.dumps(dict(examples=app.EXAMPLES, preset=p.label, drafter=p.drafters[0], defaults=app.DEFAULTS,
-                      target=p.target, draft=p.draft, weight_format=p.weight_format, precision=p.precision,
-                      draft_weight_format=p.draft_weight_format or p.weight_format, draft_vocabulary=p.draft_vocabulary)))
+                      target=dataclasses.asdict(click.target), draft=click.draft and dataclasses.asdict(click.draft))))
 """
 
 
@@ -178,6 +175,7 @@ def page(env: dict[str, str] | None = None) -> Page:
     subprocess: importing app builds the page and its scheduler)."""
     values = dict(_page_values(tuple(sorted({**os.environ, "SPEC_APP_PRELOAD": "0", **(env or {})}.items()))))
     values["examples"] = [tuple(e) for e in values["examples"]]
+    values["target"], values["draft"] = (values[lane] and ModelKey(**values[lane]) for lane in ("target", "draft"))
     return Page(**values)
 
 

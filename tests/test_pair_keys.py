@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from spec import cli
-from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, INT4, INT8, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT4, INT8, ModelKey
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF
 from spec.serving.presets import CUSTOM, PRESETS, pair_keys
 
@@ -84,6 +84,16 @@ def test_the_page_spec_run_spec_race_and_the_benchmark_load_the_default_pair_ali
     assert _cli_keys(monkeypatch, "race", "Hi") == DEFAULT_PAIR
     assert _page_keys(monkeypatch, tmp_path) == DEFAULT_PAIR
     assert _bench_keys(monkeypatch) == DEFAULT_PAIR
+
+
+def test_the_served_benchmark_runs_alone_the_models_the_page_races(monkeypatch):
+    from bench.served import _formats
+
+    operator_pair = [ModelKey("/srv/target", FP32, F32, "CPU"), ModelKey("/srv/draft", FP32, F32, "CPU", vocabulary=DRAFT_VOCABULARY)]
+    for target, draft in (DEFAULT_PAIR, operator_pair):
+        options = _formats(target, draft)
+        assert _cli_keys(monkeypatch, "run", "Hi", "--target", target.ref, "--draft", draft.ref, *options) == [target, draft]
+        assert _cli_keys(monkeypatch, "run", "Hi", "--target", target.ref, *options) == [target, None]
 
 
 def test_an_option_given_still_wins(monkeypatch):
