@@ -249,13 +249,15 @@ def _cost(widths: list[int], curve, switch: float = SWITCH) -> float:
 
 
 def _forget_pairs(target) -> None:
-    """Clear what the target's pairs learned (where the engine under test keeps it)."""
+    """Clear what the target's pairs learned, where the engine under test (--engine) keeps it from one
+    generation to the next by itself: this one's learns afresh unless it is handed a LearnedState."""
     try:
-        from spec.decoding.target_memory import target_memory
-    except ImportError:  # an engine from before decoding owned it (--engine): the loaded model carried it
+        import spec.decoding.target_memory as kept
+    except ImportError:  # an engine from before decoding owned it: the loaded model carried it
         target.memories.clear()
         return
-    target_memory(target).pairs.clear()
+    if hasattr(kept, "target_memory"):  # an engine that kept it in a module of its own
+        kept.target_memory(target).pairs.clear()
 
 
 def _pin_costs(curve, switch: float = SWITCH) -> None:

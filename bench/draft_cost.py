@@ -47,7 +47,7 @@ def measure(args: argparse.Namespace):
 
     from bench.run import _machine
     from spec.config import GenerationConfig, ModelKey
-    from spec.decoding.engine import encode_prompt, generate
+    from spec.decoding.engine import LearnedState, encode_prompt, generate
     from spec.models.embedded import DEFAULT_REF, DRAFT_REF
     from spec.models.registry import load_model
     from spec.serving.loading import warm_up
@@ -63,6 +63,7 @@ def measure(args: argparse.Namespace):
         samples.setdefault(name, []).append(value)
 
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=False)
+    learned = LearnedState()  # the target's calls and each pair's vocabulary, kept from one generation to the next
     for repeat in range(args.repeats):
         add("step", _steps(target, context, args.calls))
         for c, draft in drafts.items():
@@ -70,7 +71,7 @@ def measure(args: argparse.Namespace):
             add(f"beside {c}", _beside(target, draft, context, args.calls, args.k))
             drafted = seconds = 0.0
             for prompt in prompts:
-                stats = generate(prompt, target, config, draft=draft).stats
+                stats = generate(prompt, target, config, draft=draft, learned=learned).stats
                 drafted += stats.draft_tokens
                 seconds += stats.draft_seconds - stats.draft_catch_up_seconds
             add(f"all in {c}", seconds / max(drafted, 1))

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, prompt in app.EXAMPLES:
         speedups, predicted, per_call, identical = [], [], [], []
         for _ in range(args.runs):
-            *_, last = run_race(prompt, target, draft, drafter, config, threading.Event())
+            *_, last = run_race(prompt, target, draft, drafter, config, threading.Event(), learned=app.scheduler.learned)
             why = explain(last.autoregressive.stats, last.speculative.stats, args.k)
             speedups.append(why.speedup)
             predicted.append(why.predicted or float("nan"))

@@ -66,9 +66,10 @@ class Engine:
     as the race warms them (a model's first call pays one-off costs the race never counts)."""
 
     def __init__(self, page: Page):
+        from spec.decoding.target_memory import LearnedState
         from spec.models.registry import ModelRegistry
 
-        self.page, self.registry = page, ModelRegistry()
+        self.page, self.registry, self.learned = page, ModelRegistry(), LearnedState()  # learned: as the app's scheduler keeps it
 
     def _model(self, key: ModelKey):
         from spec.serving.loading import warm_up
@@ -89,7 +90,8 @@ class Engine:
         drafter = page.drafter if mode == "speculative" else None
         step = None
         try:
-            for step in stream(prompt, self._model(page.target), config, draft=draft, drafter=drafter, cancel=threading.Event()):
+            for step in stream(prompt, self._model(page.target), config, draft=draft, drafter=drafter, cancel=threading.Event(),
+                               learned=self.learned):
                 pass
         except Exception as error:  # a model that does not load, a prompt too long: one sentence
             raise SetupError(f"the {mode} run alone failed: {type(error).__name__}: {str(error)[:300]}") from None

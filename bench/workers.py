@@ -164,8 +164,10 @@ class _Ours:
                      "settings": self.settings(), "curve": self._curve()}
         # The target's answers so far, as a server keeps them: lookup searches those to other prompts.
         from spec.decoding.history import AnswerHistory
+        from spec.decoding.target_memory import LearnedState
 
         self.history = AnswerHistory()
+        self.learned = LearnedState()  # what its generations learned of the target and the pair, as a server keeps it
 
     def settings(self) -> dict[str, str]:
         """The compile settings each method runs with, as measurement on this CPU chose them (spec.models.tuning)."""
@@ -197,7 +199,7 @@ class _Ours:
         history = self.history if job.get("history", True) else None
         drafter = None if job["mode"] == AUTOREGRESSIVE else job.get("drafter") or DRAFT_MODEL
         draft = self.draft if needs_draft_model(drafter) else None
-        steps = stream(job["prompt"], self.target, config, draft=draft, drafter=drafter, history=history)
+        steps = stream(job["prompt"], self.target, config, draft=draft, drafter=drafter, history=history, learned=self.learned)
         tokens, corrections, step = [], 0, None
         started = time.perf_counter()  # encoding the prompt is done; prefill starts with the first step
         for step in steps:

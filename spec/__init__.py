@@ -39,6 +39,7 @@ _EXPORTS = {
     "stream": "spec.decoding.engine",
     "GenerationResult": "spec.decoding.generation",
     "AnswerHistory": "spec.decoding.history",
+    "LearnedState": "spec.decoding.target_memory",
     "Step": "spec.decoding.generation",
     "Stats": "spec.decoding.metrics",
     "DEFAULT_REF": "spec.models.embedded",

@@ -7,7 +7,7 @@ from spec.config import GenerationConfig
 from spec.decoding.engine import stream
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, TARGET
 from spec.decoding.policy import DynamicK, LookupK
-from spec.decoding.target_memory import target_memory
+from spec.decoding.target_memory import LearnedState
 from tests.conftest import assert_follows, exact_first_tokens, real_models_dir
 
 PROMPTS = [
@@ -185,23 +185,25 @@ def test_dynamic_k_for_prompt_lookup_plans_each_round_from_the_match(tiny_pairs,
 
 
 def test_the_targets_call_costs_outlive_a_generation(tiny_pairs):
-    """What prompt lookup's schedule timed of the target's calls is there for its next generation."""
+    """What prompt lookup's schedule timed of the target's calls is there for its next generation
+    given the same learned state, and only for it: nothing is kept behind the caller's back."""
     target, _ = tiny_pairs["llama"]
-    target_memory(target).call_costs.seconds.clear()
-    prompt = "one two three four five six seven one two three four five six seven one two three"
-    run(prompt, target, "speculative", "prompt-lookup", None, num_assistant_tokens=4, max_new_tokens=32)
-    costs = target_memory(target).call_costs
+    learned, prompt = LearnedState(), "one two three four five six seven one two three four five six seven one two three"
+    learned.about(target).call_costs.seconds.clear()  # not even calibration's curve
+    run(prompt, target, "speculative", "prompt-lookup", None, num_assistant_tokens=4, max_new_tokens=32, learned=learned)
+    costs = learned.about(target).call_costs
     assert costs.seconds and all(seconds > 0 for seconds in costs.seconds.values())
+    assert LearnedState().about(target).call_costs is not costs
 
 
 def test_the_hybrid_learns_apart_from_the_draft_model_alone(tiny_pairs):
     """The hybrid drafts with the model only where lookup finds nothing: what it sees there must
     not be what the model alone starts from."""
     target, draft = tiny_pairs["llama"]
-    target_memory(target).pairs.clear()
-    run(PROMPTS[0], target, "speculative", "hybrid", draft, max_new_tokens=24)
-    pairs = target_memory(target).pairs
+    learned = LearnedState()
+    run(PROMPTS[0], target, "speculative", "hybrid", draft, max_new_tokens=24, learned=learned)
+    pairs = learned.about(target).pairs
     assert list(pairs) == [(str(draft.resolved.path), "hybrid")]
-    run(PROMPTS[0], target, "speculative", "draft-model", draft, max_new_tokens=24)
+    run(PROMPTS[0], target, "speculative", "draft-model", draft, max_new_tokens=24, learned=learned)
     hybrid, alone = (pairs[str(draft.resolved.path), kind] for kind in ("hybrid", "draft-model"))
     assert hybrid is not alone

@@ -60,6 +60,9 @@ def test_the_same_race_is_computed_once_joined_while_it_runs_and_replayed_after(
     assert how == Viewing.LIVE and fresh is not first, "'race it live' computes it again"
     views(scheduler, fresh, Viewing.LIVE)
     assert len(scheduler.store) == 2
+    target, draft = (registry.get(key) for key in keys)
+    assert list(scheduler.learned.about(target).pairs) == [(str(draft.resolved.path), DRAFT_MODEL)], \
+        "what its races learned of the pair is kept for the target's next race, by the scheduler"
 
 
 @pytest.mark.parametrize("change", [

@@ -20,23 +20,24 @@ from spec.decoding.policy import PairMemory
 from spec.decoding.prompt import encode_prompt
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
-from spec.decoding.target_memory import target_memory
+from spec.decoding.target_memory import LearnedState, TargetMemory
 from spec.models.registry import LoadedModel
 
-__all__ = ["choose_drafter", "encode_prompt", "generate", "make_drafter", "stream"]
+__all__ = ["LearnedState", "choose_drafter", "encode_prompt", "generate", "make_drafter", "stream"]
 
 
 def make_drafter(
     kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng, prompt: str = "",
-    history: np.ndarray | None = None,
+    history: np.ndarray | None = None, memory: TargetMemory | None = None,
 ) -> Drafter:
     """The drafter the plug-in called `kind` makes for one generation (spec.decoding.plugins).
     `prompt` is the prompt's text (a draft with another tokenizer encodes it itself); `history`:
-    the target's other answers, for prompt lookup to search (AnswerHistory.corpus)."""
+    the target's other answers, for prompt lookup to search (AnswerHistory.corpus); `memory`: what
+    earlier generations learned about the target (LearnedState.about)."""
     plugin = drafter_plugin(kind)
     if plugin.needs_draft_model and draft is None:
         raise ValueError(f"the {kind} drafter needs a draft model: give one, or use prompt lookup")
-    return plugin.drafter(DraftSetup(target, draft, config, rng, prompt, history))
+    return plugin.drafter(DraftSetup(target, draft, config, rng, prompt, history, memory))
 
 
 def choose_drafter(draft: LoadedModel | None, prompt_lookup: bool, drafter: str | None = None) -> str | None:
@@ -72,6 +73,7 @@ def stream(
     drafter: str | None = None,
     cancel: threading.Event | None = None,
     history: AnswerHistory | None = None,
+    learned: LearnedState | None = None,
     **settings,
 ) -> Iterator[Step]:
     """Stream a generation: a Step per target call, with its tokens, their provenance and the
@@ -84,7 +86,9 @@ def stream(
     fields as keywords (`max_new_tokens=64, temperature=0.7`), on top of `config` if one is given.
     cancel: set it to stop after the current step. history: the target's earlier answers; prompt
     lookup (alone or in the hybrid) searches those to other prompts, and a generation that
-    finishes adds its answer (whatever the drafter).
+    finishes adds its answer (whatever the drafter). learned: what earlier generations learned about
+    their targets (a LearnedState the caller keeps beside its models); a speculative generation
+    starts from it and adds to it. None: it learns afresh, and what it learns goes with it.
 
     Raises ValueError, naming the offending values, for a setting out of range, an unknown setting
     or drafter, an empty prompt, or models that are not loaded.
@@ -96,9 +100,10 @@ def stream(
     kind = choose_drafter(draft, prompt_lookup, drafter)
     prompt_ids = encode_prompt(target.tokenizer, prompt, config.chat)
     rng = np.random.default_rng(config.seed)
-    chosen = None
+    chosen = memory = None
     if kind is not None:
-        chosen = make_drafter(kind, target, draft, config, rng, prompt, history.corpus(prompt_ids) if history else None)
+        memory = (learned if learned is not None else LearnedState()).about(target)
+        chosen = make_drafter(kind, target, draft, config, rng, prompt, history.corpus(prompt_ids) if history else None, memory)
     vocab = chosen.target_vocab if chosen is not None and chosen.target_vocab is not None else target.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
@@ -108,14 +113,14 @@ def stream(
         return _releasing(autoregressive(target_cache, sampler, generation, cancel), target_cache, None, history, generation)
     target_cache = target.for_rounds()[0].new_cache()  # compiled as verify rounds run fastest on this machine
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
-    # learned of them carries over to the next generation. Prompt lookup's payoff depends on the
-    # prompt, so it starts afresh. Each drafter learns apart (the key names it): the hybrid drafts
-    # with the model only where lookup finds nothing, the hard places, and its acceptance there
-    # would make the model alone look worse than it is.
-    plugin, learned, memory = PLUGINS[kind], target_memory(target), None
+    # learned of them carries over to the next generation given the same `learned`. Prompt lookup's
+    # payoff depends on the prompt, so it starts afresh. Each drafter learns apart (the key names
+    # it): the hybrid drafts with the model only where lookup finds nothing, the hard places, and
+    # its acceptance there would make the model alone look worse than it is.
+    plugin, pair = PLUGINS[kind], None
     if plugin.needs_draft_model:
-        memory = learned.pairs.setdefault((str(draft.resolved.path), kind), PairMemory())
-    schedule = plugin.schedule(chosen, config, memory, learned.call_costs)
+        pair = memory.pairs.setdefault((str(draft.resolved.path), kind), PairMemory())
+    schedule = plugin.schedule(chosen, config, pair, memory.call_costs)
     steps = speculative(target_cache, chosen, schedule, sampler, generation, cancel, config.max_matching_ngram_size)
     return _releasing(steps, target_cache, chosen, history, generation)
 
@@ -130,6 +135,7 @@ def generate(
     drafter: str | None = None,
     cancel: threading.Event | None = None,
     history: AnswerHistory | None = None,
+    learned: LearnedState | None = None,
     **settings,
 ) -> GenerationResult:
     """Generate the whole answer and return it with its statistics (`.text`, `.token_ids`, `.stats`).
@@ -142,7 +148,7 @@ def generate(
         print(generate("Rename x to n: def f(x): return x * x", target, prompt_lookup=True).text)
     """
     steps = stream(prompt, target, config, draft=draft, prompt_lookup=prompt_lookup, drafter=drafter, cancel=cancel,
-                   history=history, **settings)
+                   history=history, learned=learned, **settings)
     return GenerationResult.of(steps, choose_drafter(draft, prompt_lookup, drafter))
 
 

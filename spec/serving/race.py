@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig
-from spec.decoding.engine import stream
+from spec.decoding.engine import LearnedState, stream
 from spec.models.registry import LoadedModel
 from spec.serving.lanes import Lane
 from spec.serving.phases import RacePhase
@@ -49,13 +49,16 @@ def run_race(
     cancel: threading.Event,
     max_seconds: float | None = None,
     turn: float | None = None,
+    learned: LearnedState | None = None,
 ) -> Iterator[RaceUpdate]:
     """The race proper: the method that has used less compute time takes the next steps, until it
     is `turn` seconds ahead, and so on until both finish, `cancel` is set, or `max_seconds` of
-    wall-clock time have passed. `turn` defaults to TURN_SECONDS, read at call time."""
+    wall-clock time have passed. `turn` defaults to TURN_SECONDS, read at call time. `learned`:
+    what earlier races learned about the target, which the speculative lane starts from and adds to
+    (None: it learns afresh)."""
     turn = TURN_SECONDS if turn is None else turn
     ar = Lane(AUTOREGRESSIVE, stream(prompt, target, config, cancel=cancel))
-    sp = Lane(SPECULATIVE, stream(prompt, target, config, draft=draft, drafter=drafter, cancel=cancel))
+    sp = Lane(SPECULATIVE, stream(prompt, target, config, draft=draft, drafter=drafter, cancel=cancel, learned=learned))
     deadline = None if max_seconds is None else time.monotonic() + max_seconds
     out_of_time = False
     # Speculative goes first: any cold-start cost the first call still pays then counts against

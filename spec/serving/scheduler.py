@@ -20,6 +20,7 @@ import threading
 import time
 from collections import deque
 
+from spec.decoding.engine import LearnedState
 from spec.errors import Cancelled, ModelError
 from spec.models.registry import ModelRegistry
 from spec.serving.limits import Limits, PromptTooLong, check_prompt
@@ -52,6 +53,7 @@ class Scheduler:
             raise ValueError(f"a scheduler needs at least one slot and a non-negative line, got {slots}, {max_waiting}")
         self.registry, self.limits, self.max_waiting = registry, limits, max_waiting
         self.store = store if store is not None else RecordingStore()
+        self.learned = LearnedState()  # what races learned about each target (its calls' costs, its pairs), for its next races
         self._waiting: list[tuple[Recording, RaceRequest]] = []  # in order: visitors' races, then preheats
         self._running: dict[Recording, float] = {}  # recording -> time.monotonic() it started
         self._durations: deque[float] = deque(maxlen=20)  # seconds the last races took, start to end
@@ -249,7 +251,8 @@ class Scheduler:
                 return
             target, draft = pair
             check_prompt(request.prompt, target, request.config, self.limits)
-            for update in run_race(request.prompt, target, draft, request.drafter, request.config, cancel, self.limits.max_race_seconds):
+            for update in run_race(request.prompt, target, draft, request.drafter, request.config, cancel, self.limits.max_race_seconds,
+                                   learned=self.learned):
                 recording.record(update)
         except Cancelled:  # a visitor's model stopped loading: nobody watches this race any more
             recording.stop(Verdict(None, False, None, None, CANCELLED))

@@ -13,7 +13,6 @@ from spec.decoding.plugins.plugin import DraftSetup
 from spec.decoding.policy import CallCosts, DynamicK, FixedK, PairMemory, Schedule
 from spec.decoding.prompt import encode_prompt
 from spec.decoding.sampling import Sampler
-from spec.decoding.target_memory import target_memory
 from spec.decoding.vocab import shared_vocab_size
 
 
@@ -25,7 +24,7 @@ class DraftModelPlugin:
 
     def drafter(self, setup: DraftSetup) -> Drafter:
         target, draft, config = setup.target, setup.draft, setup.config
-        checked = target_memory(target).shared_vocab
+        checked = setup.memory.shared_vocab if setup.memory is not None else {}  # compared once per pair
         if draft.ref not in checked:
             checked[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
         shared = checked[draft.ref]

@@ -10,6 +10,7 @@ import numpy as np
 from spec.config import GenerationConfig
 from spec.decoding.drafters import Drafter
 from spec.decoding.policy import CallCosts, PairMemory, Schedule
+from spec.decoding.target_memory import TargetMemory
 
 if TYPE_CHECKING:
     from spec.models.registry import LoadedModel
@@ -25,6 +26,7 @@ class DraftSetup:
     rng: np.random.Generator | None  # the target sampler's: a seeded run draws from one stream
     prompt: str = ""  # the prompt as text (a draft with a tokenizer of its own encodes it itself)
     history: np.ndarray | None = None  # the target's answers to other prompts (AnswerHistory.corpus), for lookups
+    memory: TargetMemory | None = None  # what earlier generations learned about the target (None: nothing)
 
 
 class DrafterPlugin(Protocol):
