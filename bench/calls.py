@@ -26,6 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 from bench.curve import measured_curve
+from bench.records import read_records
 
 SWITCH = 0.15  # steps a call pays right after one of another width (the committed Qwen benchmark: 1→5 and 5→1, 0.15-0.16)
 DRAFT_CALL = 0.15  # a SmolLM2-135M call ÷ a Qwen2.5-Coder-1.5B step (11.4 ms ÷ 77.6 ms, ENVIRONMENT.md)
@@ -84,9 +85,9 @@ def answers_from_results(report: dict) -> dict[str, list[int]]:
     answers = {}
     for setting in report["settings"]:
         if setting["engine"] == "ours" and setting["mode"] == "autoregressive" and not setting["sampled"]:
-            for record in report["records"]:
-                if record["setting"] == setting["index"] and record["repeat"] == 0:
-                    answers[f"{setting['prompt_set']}/{record['prompt']}/{setting['max_new_tokens']}"] = record["tokens"]
+            for record in read_records(report["records"]):
+                if record.setting == setting["index"] and record.repeat == 0:
+                    answers[f"{setting['prompt_set']}/{record.prompt}/{setting['max_new_tokens']}"] = record.tokens
     if not answers:
         raise ValueError(f"benchmark {report.get('name', '?')!r} has no greedy autoregressive answers of ours")
     return answers

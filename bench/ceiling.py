@@ -97,6 +97,7 @@ def ceilings(report: dict) -> list[dict]:
     from transformers import AutoTokenizer
 
     from bench.plan import AR, LOOKUP
+    from bench.records import read_records
     from bench.report import per_prompt_speedups
     from bench.run import FULL, QUICK, build_parser, model_keys, read_prompt_sets
     from spec.config import F32
@@ -113,26 +114,26 @@ def ceilings(report: dict) -> list[dict]:
     points = PRIOR_WIDTH_COST_F32 if report.get("precision") == F32 else PRIOR_WIDTH_COST
     curve = lambda width: prior_width_cost(width, points)  # noqa: E731
 
-    settings = report["settings"]
+    settings, records = report["settings"], read_records(report["records"])
     rows = []
     for ar in settings:
         if ar["engine"] != "ours" or ar["mode"] != AR or ar["sampled"] or ar["prompt_set"] not in texts:
             continue
         lookup = next((s for s in settings if s["engine"] == "ours" and s["drafter"] == LOOKUP and s["dynamic"]
                        and not s["sampled"] and s["prompt_set"] == ar["prompt_set"] and s["max_new_tokens"] == ar["max_new_tokens"]), None)
-        measured = {decode: per_prompt_speedups(report["records"], lookup["index"], ar["index"], decode) if lookup else {}
+        measured = {decode: per_prompt_speedups(records, lookup["index"], ar["index"], decode) if lookup else {}
                     for decode in (True, False)}
-        answers = {r["prompt"]: r for r in report["records"] if r["setting"] == ar["index"] and r["repeat"] == 0}
+        answers = {r.prompt: r for r in records if r.setting == ar["index"] and r.repeat == 0}
         earlier: list[list[int]] = []  # the answers to the prompts before, as the run's lookup may search them
         per_prompt = []
         for prompt_id, text in texts[ar["prompt_set"]].items():
             if prompt_id not in answers:
                 continue
             record = answers[prompt_id]
-            prompt, answer = encode_prompt(tokenizer, text), record["tokens"]
+            prompt, answer = encode_prompt(tokenizer, text), record.tokens
             row = {"prompt": prompt_id, "tokens": len(answer), "measured": measured[True].get(prompt_id),
                    "measured_whole_run": measured[False].get(prompt_id)}
-            seconds, prefill = record["seconds"], record["ttft_seconds"]
+            seconds, prefill = record.seconds, record.ttft_seconds
             for rule in RULES:
                 row[rule] = best_decode_speedup(copy_runs(prompt, answer, earlier, rule), curve)
                 row[f"{rule}_whole_run"] = seconds / (prefill + (seconds - prefill) / row[rule])

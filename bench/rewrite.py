@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from bench.plan import BenchPlan, Draft, PromptSet, Setting
+from bench.records import read_records
 from bench.report import derive
 from bench.run import write_outputs
 
@@ -33,7 +34,7 @@ def rewrite(path: Path) -> None:
     """Recompute everything derived in the report at `path` from its records; write .json, .md and .png beside it."""
     report = json.loads(path.read_text())
     plan = plan_of(report)
-    report.update(derive(plan, report["records"], report.get("costs")))
+    report.update(derive(plan, read_records(report["records"]), report.get("costs")))
     write_outputs(report, plan, path.parent)
 
 

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from bench.plan import GENAI, OPTIMUM, BenchPlan, Draft, build_plan, load_prompt_sets
+from bench.records import Measurement, Record
 from bench.report import derive, markdown, plot
 from bench.workers import Worker, WorkerError
 from spec.config import DRAFT_VOCABULARY, ModelKey
@@ -286,15 +287,15 @@ def _ready_families(plan: BenchPlan, workers: dict[str, Worker], cost_worker: Wo
 
 
 def _time_round_robin(plan: BenchPlan, args: argparse.Namespace, workers: dict[str, Worker], prompt_ids: dict,
-                      eos: list[int]) -> tuple[list[dict], dict[int, str]]:
+                      eos: list[int]) -> tuple[list[Record], dict[int, str]]:
     """A warm-up generation per setting, then `args.repeats` repeats, each running every setting on
     every prompt, round-robin: the records of every generation, and setting -> why, for the peers'
     settings that failed (they run no more)."""
     active = [i for i, s in enumerate(plan.settings) if s.family in workers]
     failed: dict[int, str] = {}
-    records: list[dict] = []
+    records: list[Record] = []
 
-    def run_one(i: int, prompt_index: int, max_new_tokens: int | None = None) -> dict | None:
+    def run_one(i: int, prompt_index: int, max_new_tokens: int | None = None) -> tuple[str, Measurement] | None:
         setting = plan.settings[i]
         prompt_id, text = plan.prompt_set(setting.prompt_set).prompts[prompt_index]
         ids = prompt_ids[setting.prompt_set, prompt_index]
@@ -303,7 +304,7 @@ def _time_round_robin(plan: BenchPlan, args: argparse.Namespace, workers: dict[s
         if max_new_tokens:
             job["max_new_tokens"] = max_new_tokens
         try:
-            return {"prompt": prompt_id, **workers[setting.family].run(job)}
+            return prompt_id, workers[setting.family].run(job)
         except WorkerError as error:
             if setting.engine not in PEERS:
                 raise
@@ -327,9 +328,10 @@ def _time_round_robin(plan: BenchPlan, args: argparse.Namespace, workers: dict[s
                 result = run_one(i, prompt_index)
                 if result is None:
                     continue
+                prompt_id, measured = result
                 if repeat > 0:
-                    result.pop("tokens", None)  # the first repeat's tokens are enough to compare outputs
-                records.append({"setting": i, "repeat": repeat, **result})
+                    measured.tokens = None  # the first repeat's tokens are enough to compare outputs
+                records.append(Record.of(i, repeat, prompt_id, measured))
         elapsed = time.perf_counter() - load_done
         _progress(f"repeat {repeat + 1}/{args.repeats} done; {elapsed:.0f} s, about "
                   f"{elapsed / (repeat + 1) * (args.repeats - repeat - 1):.0f} s to go")
@@ -354,7 +356,7 @@ def _measure_costs(plan: BenchPlan, args: argparse.Namespace, cost_worker: Worke
 
 
 def _report(plan: BenchPlan, args: argparse.Namespace, argv: list[str], started: float, machine: dict, families: dict[str, dict],
-            records: list[dict], costs: dict | None) -> dict:
+            records: list[Record], costs: dict | None) -> dict:
     """The run as the JSON written to <name>.json: how it was run, on what, and everything measured and derived."""
     ours_info = next((f["info"] for f in families.values() if f["engine"] == "ours"), {})
     compiled = ours_info.get("compiled", {})
@@ -394,7 +396,7 @@ def _report(plan: BenchPlan, args: argparse.Namespace, argv: list[str], started:
         "families": families,
         "peer_notes": [n for n in plan.notes if any(p in n for p in PEERS)],
         "notes": [n for n in plan.notes if not any(p in n for p in PEERS)],
-        "records": records,
+        "records": [record.to_json() for record in records],
     }
 
 

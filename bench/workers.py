@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.records import Measurement
+
 CPU = "CPU"
 
 
@@ -61,7 +63,8 @@ class Worker:
             self.info = self._receive()
         return self.info
 
-    def run(self, job: dict) -> dict:
+    def run(self, job: dict) -> Measurement | dict:
+        """One job: a generation's Measurement, or (the costs family) each kind of call's seconds."""
         self._conn.send(job)
         return self._receive()
 
@@ -181,7 +184,7 @@ class _Ours:
         curve = self.target.for_rounds()[1]
         return None if curve is None else {str(width): cost for width, cost in curve.in_steps().items()}
 
-    def run(self, job: dict) -> dict:
+    def run(self, job: dict) -> Measurement:
         from spec.config import AUTOREGRESSIVE, DRAFT_MODEL, GenerationConfig
         from spec.decoding.engine import stream
         from spec.decoding.generation import CORRECTION
@@ -207,23 +210,13 @@ class _Ours:
             corrections += step.kinds.count(CORRECTION)
         seconds = time.perf_counter() - started
         stats = step.stats
-        return {
-            "tokens": tokens,
-            "new_tokens": len(tokens),
-            "seconds": seconds,
-            "ttft_seconds": stats.ttft_seconds,
-            "prompt_tokens": stats.prompt_tokens,
-            "target_calls": stats.target_calls,
-            "plain_steps": stats.plain_steps,
-            "drafted": stats.drafted,
-            "draft_tokens": stats.draft_tokens,
-            "accepted": stats.accepted,
-            "accepted_lookup": stats.accepted_lookup,
-            "corrections": corrections,
-            "draft_seconds": stats.draft_seconds,
-            "draft_catch_up_seconds": stats.draft_catch_up_seconds,
-            "target_seconds": stats.target_seconds,
-        }
+        return Measurement(
+            tokens=tokens, new_tokens=len(tokens), seconds=seconds, ttft_seconds=stats.ttft_seconds,
+            prompt_tokens=stats.prompt_tokens, target_calls=stats.target_calls, plain_steps=stats.plain_steps,
+            drafted=stats.drafted, draft_tokens=stats.draft_tokens, accepted=stats.accepted,
+            accepted_lookup=stats.accepted_lookup, corrections=corrections, draft_seconds=stats.draft_seconds,
+            draft_catch_up_seconds=stats.draft_catch_up_seconds, target_seconds=stats.target_seconds,
+        )
 
 
 _PROPERTIES = ("INFERENCE_PRECISION_HINT", "KV_CACHE_PRECISION", "PERFORMANCE_HINT", "INFERENCE_NUM_THREADS", "NUM_STREAMS")
@@ -264,7 +257,7 @@ class _Genai:
         self.speculative = bool(family.draft or family.prompt_lookup)
         self.info = {"version": openvino_genai.get_version(), "prefix_caching": False, "properties": properties}
 
-    def run(self, job: dict) -> dict:
+    def run(self, job: dict) -> Measurement:
         import openvino as ov
 
         ids = np.asarray([job["prompt_ids"]], dtype=np.int64)
@@ -286,17 +279,12 @@ class _Genai:
         result = self.pipe.generate(inputs, config)
         seconds = time.perf_counter() - started
         tokens = _strip_eos([int(t) for t in result.tokens[0]], set(job["eos_token_ids"]))
-        out = {
-            "tokens": tokens,
-            "new_tokens": len(tokens),
-            "seconds": seconds,
-            "ttft_seconds": result.perf_metrics.get_ttft().mean / 1000.0,
-            "prompt_tokens": ids.shape[1],
-        }
+        out = Measurement(tokens=tokens, new_tokens=len(tokens), seconds=seconds,
+                          ttft_seconds=result.perf_metrics.get_ttft().mean / 1000.0, prompt_tokens=ids.shape[1])
         if self.speculative:
             try:
                 metrics = result.extended_perf_metrics
-                out["drafted"], out["accepted"] = int(metrics.get_num_draft_tokens()), int(metrics.get_num_accepted_tokens())
+                out.drafted, out.accepted = int(metrics.get_num_draft_tokens()), int(metrics.get_num_accepted_tokens())
             except (AttributeError, RuntimeError):  # not every pipeline reports them
                 pass
         return out
@@ -315,7 +303,7 @@ class _Optimum:
         self.model = OVModelForCausalLM.from_pretrained(family.target, device=CPU, ov_config=ov_config)
         self.info = {"version": getattr(optimum.intel, "__version__", "?")}
 
-    def run(self, job: dict) -> dict:
+    def run(self, job: dict) -> Measurement:
         import torch
 
         ids = torch.tensor([job["prompt_ids"]], dtype=torch.int64)
@@ -330,7 +318,7 @@ class _Optimum:
         )
         seconds = time.perf_counter() - started
         tokens = _strip_eos(output[0, ids.shape[1] :].tolist(), set(job["eos_token_ids"]))
-        return {"tokens": tokens, "new_tokens": len(tokens), "seconds": seconds, "prompt_tokens": ids.shape[1]}
+        return Measurement(tokens=tokens, new_tokens=len(tokens), seconds=seconds, prompt_tokens=ids.shape[1])
 
 
 def _token_ids(path: str, vocabulary: int | None):

@@ -118,9 +118,12 @@ def test_targets_are_all_checked(smoke_run):
 
 def test_rewrite_derives_the_same_report_from_the_records(smoke_run, tmp_path):
     """`python -m bench.rewrite` rebuilds the plan from a results file and derives the same tables."""
+    from bench.records import read_records
     from bench.rewrite import main as rewrite
 
-    out, _, text = smoke_run
+    out, report, text = smoke_run
+    records = read_records(report["records"])  # typed, and written back as the file keeps them
+    assert records and [record.to_json() for record in records] == report["records"]
     (tmp_path / "smoke.json").write_text((out / "smoke.json").read_text())
     assert rewrite([str(tmp_path / "smoke.json")]) == 0
     assert (tmp_path / "smoke.md").read_text() == text
@@ -130,14 +133,15 @@ def test_rewrite_derives_the_same_report_from_the_records(smoke_run, tmp_path):
 def test_decode_speedups_leave_out_the_prefill():
     """Whole-run speed-up counts the prefill (time to first token); decode speed-up is what follows it."""
     from bench.plan import AR, LOOKUP, OURS, SPEC, BenchPlan, PromptSet, Setting
+    from bench.records import Record
     from bench.report import summarize
 
     common = dict(family="f", engine=OURS, k=None, dynamic=False, sampled=False, max_new_tokens=11, prompt_set="s", draft=None)
     ar = Setting(mode=AR, drafter=None, **common)
     lookup = Setting(mode=SPEC, drafter=LOOKUP, **{**common, "k": 4, "dynamic": True})
     plan = BenchPlan("t", "t", [], [PromptSet("s", "grounded", "", (("a", ""), ("b", "")))], [], [ar, lookup], None)
-    record = lambda setting, prompt, seconds, ttft: {"setting": setting, "repeat": 0, "prompt": prompt,  # noqa: E731
-                                                     "new_tokens": 11, "seconds": seconds, "ttft_seconds": ttft}
+    record = lambda setting, prompt, seconds, ttft: Record(setting=setting, repeat=0, prompt=prompt, new_tokens=11,  # noqa: E731
+                                                           seconds=seconds, ttft_seconds=ttft, prompt_tokens=5)
     # a: 10 decode tokens in 10 s plain, in 5 s speculative; b: in 10 s and 2.5 s. Prefill 1 s each time.
     records = [record(0, "a", 11.0, 1.0), record(1, "a", 6.0, 1.0), record(0, "b", 11.0, 1.0), record(1, "b", 3.5, 1.0)]
     summary = summarize(plan, records, None)[1]

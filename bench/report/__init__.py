@@ -6,6 +6,7 @@ held to, and whether it was met), `tables` (the Markdown) and `figure` (the plot
 from __future__ import annotations
 
 from bench.plan import BenchPlan
+from bench.records import Record
 from bench.report.figure import plot
 from bench.report.goals import check_targets
 from bench.report.stats import exactness, peer_ratios, per_prompt_speedups, rates_per_repeat, summarize
@@ -15,7 +16,7 @@ __all__ = ["check_targets", "derive", "exactness", "markdown", "peer_ratios", "p
            "summarize"]
 
 
-def derive(plan: BenchPlan, records: list[dict], costs: dict | None) -> dict:
+def derive(plan: BenchPlan, records: list[Record], costs: dict | None) -> dict:
     """Everything a report derives from its records: summaries, ours ÷ peer (whole run and decode),
     target verdicts and the f32 exactness checks (a run writes them; bench.rewrite derives them again)."""
     summaries = summarize(plan, records, costs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 
 from bench.plan import AR, DRAFT_MODEL, GENAI, HYBRID, LOOKUP, OURS, SPEC, BenchPlan
+from bench.records import Record
 from bench.report.stats import baseline_of, exactness, median_ratio, ours_like, per_prompt_speedups, rates_per_repeat
 
 DYNAMIC_FLOOR = 0.95  # dynamic K must never fall below this fraction of our autoregressive speed
@@ -20,7 +21,7 @@ PAIR_GOALS = {"open": 1.35, "grounded": 1.9, "humaneval": 2.3, "sampled": 1.2}
 DRAFT_TOKEN_CEILING = 0.30  # a draft model's token, all in (its catch-up of the prompt aside), in target steps
 
 
-def check_targets(plan: BenchPlan, records: list[dict], summaries: list[dict], costs: dict | None) -> list[dict]:
+def check_targets(plan: BenchPlan, records: list[Record], summaries: list[dict], costs: dict | None) -> list[dict]:
     """The goals, each with the measured value, what is needed and whether it is met."""
     rates = rates_per_repeat(records)
     settings = plan.settings
@@ -90,7 +91,7 @@ def _find(plan: BenchPlan, **fields) -> int | None:
     return None
 
 
-def _per_prompt_targets(plan: BenchPlan, records: list[dict], summaries: list[dict]) -> list[dict]:
+def _per_prompt_targets(plan: BenchPlan, records: list[Record], summaries: list[dict]) -> list[dict]:
     """The targets judged prompt by prompt: prompt lookup's and the hybrid's median, dynamic K against
     the best fixed K, a draft model's floor, the hybrid against the better of its drafters."""
     out = []
@@ -134,13 +135,13 @@ def _per_prompt_targets(plan: BenchPlan, records: list[dict], summaries: list[di
                 f"{name}, N={n_sweep}; worst: {worst}", shares[worst] / BEST_FIXED_SHARE, 1.0,
                 f"{shares[worst]:.2f} on {worst} (≥ {BEST_FIXED_SHARE})")
     if draft:
-        steps = [r for r in records if plan.settings[r["setting"]].engine == OURS and plan.settings[r["setting"]].mode == AR
-                 and not plan.settings[r["setting"]].exactness and r.get("plain_steps")]
-        drafted = [r for r in records if plan.settings[r["setting"]].drafter == DRAFT_MODEL and plan.settings[r["setting"]].engine == OURS
-                   and not plan.settings[r["setting"]].exactness and r.get("draft_tokens")]
+        steps = [r for r in records if plan.settings[r.setting].engine == OURS and plan.settings[r.setting].mode == AR
+                 and not plan.settings[r.setting].exactness and r.plain_steps]
+        drafted = [r for r in records if plan.settings[r.setting].drafter == DRAFT_MODEL and plan.settings[r.setting].engine == OURS
+                   and not plan.settings[r.setting].exactness and r.draft_tokens]
         if steps and drafted:
-            step = sum(r["target_seconds"] for r in steps) / sum(r["plain_steps"] for r in steps)
-            token = sum(r["draft_seconds"] - r.get("draft_catch_up_seconds", 0.0) for r in drafted) / sum(r["draft_tokens"] for r in drafted)
+            step = sum(r.target_seconds for r in steps) / sum(r.plain_steps for r in steps)
+            token = sum(r.draft_seconds - (r.draft_catch_up_seconds or 0.0) for r in drafted) / sum(r.draft_tokens for r in drafted)
             add(f"a {draft} token, all in, ≤ {DRAFT_TOKEN_CEILING} of a target step", "draft-model runs' drafting (the prompt's "
                 "catch-up aside) per drafted token ÷ autoregressive runs' step", DRAFT_TOKEN_CEILING / (token / step), 1.0,
                 f"{token / step:.2f} of a step ({token * 1e3:.1f} ms ÷ {step * 1e3:.1f} ms; ≤ {DRAFT_TOKEN_CEILING})")

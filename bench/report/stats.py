@@ -10,15 +10,16 @@ import statistics
 from collections import defaultdict
 
 from bench.plan import AR, DRAFT_MODEL, LOOKUP, OURS, BenchPlan, Setting
+from bench.records import Record
 from spec.decoding.policy import predicted_speedup
 
 
-def summarize(plan: BenchPlan, records: list[dict], costs: dict | None) -> list[dict]:
+def summarize(plan: BenchPlan, records: list[Record], costs: dict | None) -> list[dict]:
     """One summary per setting: median tokens/s, speed-ups over our autoregressive (whole run and decode,
     over the set and the median per prompt), acceptance, predictions."""
-    by_setting: dict[int, list[dict]] = defaultdict(list)
+    by_setting: dict[int, list[Record]] = defaultdict(list)
     for record in records:
-        by_setting[record["setting"]].append(record)
+        by_setting[record.setting].append(record)
     per_repeat, per_repeat_decode = rates_per_repeat(records), rates_per_repeat(records, decode=True)
     summaries = []
     t1 = (costs or {}).get("target_1")
@@ -46,25 +47,25 @@ def summarize(plan: BenchPlan, records: list[dict], costs: dict | None) -> list[
     return summaries
 
 
-def rates_per_repeat(records: list[dict], decode: bool = False) -> dict[int, dict[int, float]]:
+def rates_per_repeat(records: list[Record], decode: bool = False) -> dict[int, dict[int, float]]:
     """setting -> repeat -> tokens/s summed over its prompts (whole run, or decode only)."""
     acc = defaultdict(lambda: defaultdict(lambda: [0, 0.0]))
     for row in records:
         tokens, seconds = _timed(row, decode)
-        a = acc[row["setting"]][row["repeat"]]
+        a = acc[row.setting][row.repeat]
         a[0] += tokens
         a[1] += seconds
     return {i: {r: t / s for r, (t, s) in reps.items() if s > 0} for i, reps in acc.items()}
 
 
-def per_prompt_speedups(records: list[dict], setting: int, baseline: int, decode: bool = False) -> dict[str, float]:
+def per_prompt_speedups(records: list[Record], setting: int, baseline: int, decode: bool = False) -> dict[str, float]:
     """prompt -> median over repeats of this setting's tokens/s over the baseline's on that prompt
     (whole run, or decode only)."""
     rates: dict = defaultdict(dict)
     for row in records:
         tokens, seconds = _timed(row, decode)
-        if row["setting"] in (setting, baseline) and seconds > 0:
-            rates[(row["setting"], row["prompt"])][row["repeat"]] = tokens / seconds
+        if row.setting in (setting, baseline) and seconds > 0:
+            rates[(row.setting, row.prompt)][row.repeat] = tokens / seconds
     out = {}
     for (index, prompt), reps in rates.items():
         if index == setting:
@@ -74,25 +75,24 @@ def per_prompt_speedups(records: list[dict], setting: int, baseline: int, decode
     return out
 
 
-def _timed(row: dict, decode: bool) -> tuple[int, float]:
+def _timed(row: Record, decode: bool) -> tuple[int, float]:
     """(tokens, seconds) of one generation: the whole run, or with `decode` what follows its first token
     (the prefill, which makes it, excluded); (0, 0) when the first token was not timed."""
     if not decode:
-        return row["new_tokens"], row["seconds"]
-    ttft = row.get("ttft_seconds")
-    if ttft is None or row["new_tokens"] < 2:
+        return row.new_tokens, row.seconds
+    if row.ttft_seconds is None or row.new_tokens < 2:
         return 0, 0.0
-    return row["new_tokens"] - 1, row["seconds"] - ttft
+    return row.new_tokens - 1, row.seconds - row.ttft_seconds
 
 
-def _counts(rows: list[dict]) -> dict:
+def _counts(rows: list[Record]) -> dict:
     """Acceptance and call counts summed over every prompt and repeat."""
     if not rows:
         return {}
-    total = lambda key: sum(row.get(key) or 0 for row in rows)  # noqa: E731
+    total = lambda key: sum(getattr(row, key) or 0 for row in rows)  # noqa: E731
     out = {
         "new_tokens_per_prompt": total("new_tokens") / len(rows),
-        "ttft_seconds": _median(row["ttft_seconds"] for row in rows if row.get("ttft_seconds") is not None),
+        "ttft_seconds": _median(row.ttft_seconds for row in rows if row.ttft_seconds is not None),
     }
     calls = total("target_calls")
     if calls:
@@ -110,7 +110,7 @@ def _counts(rows: list[dict]) -> dict:
     if total("draft_tokens"):
         out["draft_seconds_per_token"] = total("draft_seconds") / total("draft_tokens")
         out["round_draft_seconds_per_token"] = (total("draft_seconds") - total("draft_catch_up_seconds")) / total("draft_tokens")
-    if all(row.get("ttft_seconds") is not None and "target_seconds" in row for row in rows) and total("new_tokens"):
+    if all(row.ttft_seconds is not None and row.target_seconds is not None for row in rows) and total("new_tokens"):
         # ms per generated token in each phase; "other" is trimming caches, sampling, Python, detokenizing.
         per_token = 1000 / total("new_tokens")
         prefill = total("ttft_seconds")
@@ -120,10 +120,10 @@ def _counts(rows: list[dict]) -> dict:
     return out
 
 
-def _same_tokens(rows: list[dict], baseline_rows: list[dict]) -> str | None:
+def _same_tokens(rows: list[Record], baseline_rows: list[Record]) -> str | None:
     """How many prompts gave exactly our greedy autoregressive tokens (first repeat)."""
-    ours = {row["prompt"]: row.get("tokens") for row in baseline_rows if row["repeat"] == 0}
-    theirs = {row["prompt"]: row.get("tokens") for row in rows if row["repeat"] == 0}
+    ours = {row.prompt: row.tokens for row in baseline_rows if row.repeat == 0}
+    theirs = {row.prompt: row.tokens for row in rows if row.repeat == 0}
     shared = [p for p in theirs if theirs[p] is not None and ours.get(p) is not None]
     if not shared:
         return None
@@ -163,9 +163,9 @@ def median_ratio(ours: dict[int, float], theirs: dict[int, float]) -> float | No
     return _median(ours[r] / theirs[r] for r in ours if theirs.get(r))
 
 
-def exactness(plan: BenchPlan, records: list[dict]) -> list[dict]:
+def exactness(plan: BenchPlan, records: list[Record]) -> list[dict]:
     """For each f32 check: whether its greedy tokens equal f32 autoregressive's, per prompt."""
-    tokens = {(row["setting"], row["prompt"]): row.get("tokens") for row in records if row["repeat"] == 0}
+    tokens = {(row.setting, row.prompt): row.tokens for row in records if row.repeat == 0}
     out = []
     for i, s in enumerate(plan.settings):
         if not s.exactness or s.mode == AR:
@@ -188,7 +188,7 @@ def ours_like(plan: BenchPlan, peer: Setting) -> int | None:
     return None
 
 
-def peer_ratios(plan: BenchPlan, records: list[dict], decode: bool = False) -> dict[int, float | None]:
+def peer_ratios(plan: BenchPlan, records: list[Record], decode: bool = False) -> dict[int, float | None]:
     """For each peer setting: ours ÷ peer tokens/s (whole run, or decode only), per repeat, median."""
     rates = rates_per_repeat(records, decode)
     out = {}

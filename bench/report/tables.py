@@ -6,6 +6,7 @@ import re
 from collections import defaultdict
 
 from bench.plan import AR, OURS, SPEC, BenchPlan
+from bench.records import read_records
 from bench.report.goals import roofline_of
 from bench.report.stats import baseline_of, ours_like, per_prompt_speedups
 
@@ -118,7 +119,7 @@ def _sweep_lines(report: dict, plan: BenchPlan) -> list[str]:
 
 def _per_prompt_lines(plan: BenchPlan, report: dict) -> list[str]:
     """Speed-up over autoregressive, prompt by prompt, of each dynamic method at the largest N."""
-    records = report["records"]
+    records = read_records(report["records"])
     n_max = max(x.max_new_tokens for x in plan.settings)
     lines = []
     for prompt_set in plan.prompt_sets:
