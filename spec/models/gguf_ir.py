@@ -161,10 +161,11 @@ def build_graph(skeleton: Path) -> None:
 
 def _read_in_child(skeleton: Path) -> None:
     """The child: the reader saves the IR and tokenizers beside `skeleton` while it makes a
-    pipeline, before compiling it; a device this process does not have stops it there."""
+    pipeline, before compiling it; a device this process does not have stops it there. (The
+    pipeline saves the tokenizers too: an `openvino_genai.Tokenizer` of its own would read the file
+    again.)"""
     import openvino_genai
 
-    openvino_genai.Tokenizer(str(skeleton), enable_save_ov_model=True)
     try:
         openvino_genai.LLMPipeline(str(skeleton), "NO-SUCH-DEVICE", enable_save_ov_model=True)
     except RuntimeError:
