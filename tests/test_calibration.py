@@ -30,6 +30,24 @@ def test_a_curve_times_every_width_and_is_kept_for_the_next_start(tiny_pairs, tm
     assert curve_for(target.model, xml, tmp_path, widths=(1, 2, 5)) == curve
 
 
+def test_widths_tuning_timed_are_taken_and_only_the_others_timed(tiny_pairs, tmp_path, monkeypatch):
+    target = tiny_pairs["llama"][0]
+    xml = target.resolved.path / "openvino_model.xml"
+    timed = []
+
+    def measure(model, widths):
+        timed.append(widths)
+        return CallCurve({w: 0.5 for w in widths}, calibration.machine())
+
+    monkeypatch.setattr(calibration, "measure_curve", measure)
+    known = CallCurve({1: 0.1, 2: 0.11, 9: 0.2}, calibration.machine())
+    curve = curve_for(target.model, xml, tmp_path, widths=(1, 2, 9, 17), known=known)
+    assert timed == [(17,)] and curve.seconds == {1: 0.1, 2: 0.11, 9: 0.2, 17: 0.5}
+    elsewhere = CallCurve({1: 0.1}, {**calibration.machine(), "cpu": "another CPU"})  # another machine's: timed again
+    curve_for(target.model, xml, tmp_path / "other", widths=(1, 2), known=elsewhere)
+    assert timed[-1] == (1, 2)
+
+
 def test_a_kept_curve_belongs_to_its_machine_and_its_compile_settings(tiny_pairs, tmp_path, monkeypatch):
     xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
     key = calibration_key(xml, {"INFERENCE_PRECISION_HINT": "f32"})

@@ -2,6 +2,7 @@
 the verdict, and why speculative wins or loses."""
 from __future__ import annotations
 
+import io
 import threading
 import time
 
@@ -90,6 +91,26 @@ def test_loading_reports_progress_then_gives_the_pair(tiny_checkpoints, tiny_mod
         models = load_pair(registry, *keys, threading.Event(), updates.append)
     assert updates and all(u.phase == RacePhase.LOADING for u in updates) and {"Target", "Draft"} <= set(updates[-1].loading)
     assert [m.key for m in models] == list(keys) and set(registry.loaded()) == set(keys)
+
+
+def test_preload_converts_a_pairs_models_before_it_compiles_either(tiny_checkpoints, tmp_path, monkeypatch):
+    from spec.models import registry as registry_module
+    from spec.progress import TerminalProgress
+    from spec.serving import warmup
+
+    target_dir, draft_dir = tiny_checkpoints
+    keys = [ModelKey(str(target_dir), "fp32", "f32"), ModelKey(str(draft_dir), "fp32", "f32")]
+    order, registry = [], ModelRegistry()
+    convert, load = registry_module.resolve_model, registry_module.load_model
+    monkeypatch.setattr(registry_module, "resolve_model", lambda ref, *a, **k: order.append(("convert", ref)) or convert(ref, *a, **k))
+    monkeypatch.setattr(registry_module, "load_model", lambda key, *a, **k: order.append(("compile", key.ref)) or load(key, *a, **k))
+    with models_dir_at(tmp_path / "models"):
+        ready = warmup.preload(registry, {"tiny pair": keys}, TerminalProgress(io.StringIO()))
+    assert ready == {"tiny pair"} and set(registry.loaded()) == set(keys)
+    # (Loading resolves again: the files are found converted.)
+    assert order[:3] == [("convert", str(target_dir)), ("convert", str(draft_dir)), ("compile", str(target_dir))]
+    with pytest.raises(ValueError, match="visitor's model"):
+        registry.convert(ModelKey("owner/name", hub_only=True))
 
 
 def test_stop_while_loading_leaves_the_models_loading(tiny_checkpoints, tiny_models_dir):

@@ -72,7 +72,7 @@ class LoadedModel:
                 compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key), self.token_ids,
                                          CANDIDATES[self.tuning.rounds])
                 compiled.warm_up()  # its first calls pay one-off costs: not a generation's
-                self._rounds = compiled, curve_for(compiled, xml, models_dir())
+                self._rounds = compiled, curve_for(compiled, xml, models_dir(), known=self.tuning.curves.get(self.tuning.rounds))
             return self._rounds
 
     @functools.cached_property
@@ -122,7 +122,8 @@ def load_model(
             compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                      CANDIDATES[tuning.steps] if tuning else None)
         # Once per machine too: the schedules price each verify width from it.
-        curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref)
+        curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref,
+                          known=tuning.curves.get(tuning.steps) if tuning else None)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error
@@ -233,6 +234,26 @@ class ModelRegistry:
         finally:
             with self._lock:
                 self._cancels[key].remove(cancel)
+                if progress is not None:
+                    self._watchers[key].remove(progress)
+
+    def convert(self, key: ModelKey, progress: ProgressFn | None = None) -> None:
+        """Find or build `key`'s model files (a conversion on first use) without compiling it, its
+        progress seen by `progress` and by `progress(key)` as a load's. The server's preload
+        converts a pair's models before it compiles either: a conversion beside a compiled model
+        holds both in memory. A visitor's model is converted only when loaded, within its limits."""
+        if key.hub_only:
+            raise ValueError(f"{key.ref} is a visitor's model: it is converted when it is loaded")
+        with self._lock:
+            key_lock = self._locks.setdefault(key, threading.Lock())
+            if progress is not None:
+                self._watchers.setdefault(key, []).append(progress)
+        try:
+            with key_lock:
+                resolve_model(key.ref, key.weight_format, lambda message, fraction: self._broadcast(key, message, fraction))
+        finally:
+            with self._lock:
+                self._latest.pop(key, None)
                 if progress is not None:
                     self._watchers[key].remove(progress)
 

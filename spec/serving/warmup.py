@@ -30,6 +30,9 @@ def preload(registry: ModelRegistry, pairs: dict[str, list[ModelKey]], progress:
     ready = set()
     for label, keys in pairs.items():
         try:
+            for key in keys:  # converted first, all of them: a conversion never runs beside a compiled model
+                if not key.hub_only:
+                    registry.convert(key, progress)
             for key in keys:
                 warm_up(registry.get(key, progress))
             ready.add(label)
