@@ -1,0 +1,27 @@
+"""The docs' links lead somewhere, and every result committed under bench/results/ is one they cite."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def test_the_docs_links_lead_somewhere():
+    broken = [f"{doc.name}: {link}" for doc in DOCS for link in re.findall(r"\]\(([^)#\s]+)", doc.read_text())
+              if not link.startswith(("http://", "https://", "mailto:")) and not (doc.parent / link).exists()]
+    assert not broken, broken
+
+
+def test_every_committed_result_is_cited():
+    """A result is kept for a reader: the README, a doc, the code or a test names it, as a file
+    (a report's .md stands for its .json and .png) or as a run's name in backquotes."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    results = [Path(path) for path in tracked if path.startswith("bench/results/")]
+    citing = "\n".join((REPO / path).read_text(errors="replace") for path in tracked
+                       if not path.startswith("bench/results/") and path.endswith((".md", ".py")))
+    uncited = [str(path) for path in results
+               if not re.search(rf"(?<![\w.-]){re.escape(path.stem)}\.(json|md|png)|`{re.escape(path.stem)}`", citing)]
+    assert not uncited, f"cite these in docs/ or remove them: {uncited}"
