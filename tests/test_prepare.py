@@ -63,18 +63,21 @@ def test_named_models_are_prepared_with_the_options_given():
     assert plan([QUICK_REF], False, _never_asked).keys == (ModelKey(QUICK_REF),)
 
 
-def test_the_dockerfiles_command_prepares_the_offline_pairs_without_asking_the_hub(monkeypatch, terminal, capsys):
-    """The command the image's build runs (read from the Dockerfile), with the loading itself stood in for:
-    the real preparation of Qwen takes minutes and 9.5 GB (tests/test_embedded_qwen.py does it)."""
+def test_the_dockerfiles_command_converts_the_offline_pairs_without_asking_the_hub(monkeypatch, terminal, capsys):
+    """The command the image's build runs (read from the Dockerfile), with the conversion itself stood in for:
+    the real preparation of Qwen takes minutes (tests/test_embedded_qwen.py does it). It only converts:
+    compiled blobs and timings belong to the builder's CPU, not the Space's."""
     import spec.models.registry
+    import spec.models.resolve
     from spec.models import hub
 
     command = re.search(r"then (python -m spec prepare[^;]*);", (REPO / "Dockerfile").read_text())[1]
-    loaded = []
-    monkeypatch.setattr(spec.models.registry, "load_model", lambda key, progress: loaded.append(key))
+    converted = []
+    monkeypatch.setattr(spec.models.resolve, "resolve_model", lambda ref, weight_format, *a: converted.append((ref, weight_format)))
+    monkeypatch.setattr(spec.models.registry, "load_model", lambda *a: pytest.fail("the image's build compiled a model"))
     monkeypatch.setattr(hub, "reachable", _never_asked)
     assert main(shlex.split(command)[3:]) == 0
-    assert loaded == [ModelKey(DEFAULT_REF), ModelKey(DRAFT_REF, INT4, vocabulary=DRAFT_VOCABULARY), ModelKey(QUICK_REF)]
+    assert converted == [(DEFAULT_REF, INT8), (DRAFT_REF, INT4), (QUICK_REF, INT8)]
     err = capsys.readouterr().err
     assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {DRAFT_REF}, {QUICK_REF}" in err
 
@@ -94,6 +97,14 @@ def test_prepare_leaves_the_ir_and_the_compiled_blobs_in_the_models_dir(tiny_che
     assert [line for line in lines if line.startswith("[spec] Exporting target to OpenVINO FP32 — done in")]
     assert [line for line in lines if line.startswith(f"[spec] Compiling {tiny_checkpoints[0]} for CPU — done in")]
     assert lines[-1].startswith("[spec] Ready: ") and str(tmp_path) in lines[-1]
+
+
+def test_convert_only_leaves_the_ir_and_neither_blobs_nor_timings(tiny_checkpoints, tmp_path, terminal, capsys):
+    with models_dir_at(tmp_path):
+        assert main(["prepare", str(tiny_checkpoints[0]), "--weight-format", "fp32", "--convert-only"]) == 0
+    assert [p for p in tmp_path.iterdir() if (p / export.IR_XML).exists() and conversion_cache.entry_problem(p) is None]
+    assert not _compiled_blobs(tmp_path) and not (tmp_path / "calibration.json").exists()
+    assert "Compiling" not in terminal.getvalue()
 
 
 def test_a_model_that_cannot_be_prepared_is_a_sentence_and_a_non_zero_exit(tiny_checkpoints, tmp_path, terminal, capsys):

@@ -1,9 +1,10 @@
 """Preparing the models the Space offers before it starts (`python -m spec prepare`).
 
-The Dockerfile runs it at build time, so the image holds the converted IR and the compiled blobs
-and a Space races within seconds of starting. Each model is found or built and compiled the way
-the Space loads it (spec.models.registry.load_model), so the conversion cache and OpenVINO's
-compiled-blob cache both land in SPEC_MODELS_DIR.
+The Dockerfile runs it at build time (`--convert-only`), so the image holds the converted IR and a
+Space races within a minute of starting: compiled blobs and timings belong to the CPU that made
+them, so the Space makes its own on its first start. Otherwise each model is found or built and
+compiled the way the Space loads it (spec.models.registry.load_model), so the conversion cache and
+OpenVINO's compiled-blob cache both land in SPEC_MODELS_DIR.
 """
 from __future__ import annotations
 
@@ -56,14 +57,20 @@ def plan(refs: list[str], offline: bool, hub_reachable: Callable[[], bool], devi
     return Plan(tuple(keys[False]) + tuple(hub_keys), ())
 
 
-def prepare(keys: tuple[ModelKey, ...], progress: ProgressFn) -> list[str]:
-    """Find or build, and compile, each model; returns one sentence per model that failed."""
+def prepare(keys: tuple[ModelKey, ...], progress: ProgressFn, compile: bool = True) -> list[str]:
+    """Find or build, and unless `compile` is False compile, each model; returns one sentence per
+    model that failed. Compiling also leaves OpenVINO's compiled blob and this CPU's timings in the
+    models folder: worth it where the models will run, not on a machine that only builds an image."""
     from spec.models.registry import load_model  # imported late: OpenVINO and Transformers are slow to import
+    from spec.models.resolve import resolve_model
 
     failures = []
     for key in keys:
         try:
-            load_model(key, progress)
+            if compile:
+                load_model(key, progress)
+            else:
+                resolve_model(key.ref, key.weight_format, progress, key.hub_only)
         except ModelError as error:
             failures.append(str(error))
         except MemoryError:
