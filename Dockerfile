@@ -4,14 +4,14 @@
 # their IR, not the wheels they were made from; the Space compiles and times them on its first
 # start, on its own CPU (kept in the models folder: a restarted container races within seconds). Spaces have no /data volume any more: a Storage Bucket mounted at run time
 # can hold SPEC_MODELS_DIR and HF_HOME (README, "Deploying"); the image's own models are read from
-# SPEC_PREPARED_DIR wherever SPEC_MODELS_DIR points. `python -m bench.image` builds it, runs it as
+# SPEC_PREPARED_DIR wherever SPEC_MODELS_DIR points. `python -m bench.tools.image` builds it, runs it as
 # a Space does and races through it (docs/image.md).
 
 # --- app: the code and its packages; torch and optimum-intel stay, to convert visitors' Hub models
 FROM python:3.11-slim AS app
 
 # PyTorch's CPU index: torch from PyPI alone is the CUDA build, gigabytes this app never uses.
-# Where it cannot be reached, point this at a mirror of it (bench/image.py serves one holding the
+# Where it cannot be reached, point this at a mirror of it (bench/tools/image.py serves one holding the
 # CPU torch wheel) or leave it empty: pip would retry it for minutes for every package.
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
 

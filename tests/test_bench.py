@@ -155,7 +155,7 @@ def test_ceiling_finds_the_cheapest_schedule_of_widths():
     """The ceiling's dynamic program agrees with trying every sequence of call widths."""
     import random
 
-    from bench.ceiling import WIDTHS, best_decode_speedup
+    from bench.studies.ceiling import WIDTHS, best_decode_speedup
     from spec.decoding.policy import prior_width_cost
 
     def exhaustive(runs, i=1, last=None):
@@ -176,7 +176,7 @@ def test_ceiling_finds_the_cheapest_schedule_of_widths():
 def test_ceiling_rules_copy_from_where_each_may_look():
     """ours: where our lookup's match points; suffix: the best occurrence after the context's last
     token; anywhere: the best span anywhere, the other answers included."""
-    from bench.ceiling import ANYWHERE, OURS, RULES, SUFFIX, copy_runs
+    from bench.studies.ceiling import ANYWHERE, OURS, RULES, SUFFIX, copy_runs
 
     prompt = [10, 11, 12, 13, 14]
     answer = [20, 11, 12, 13, 21, 12, 13, 14]
@@ -198,8 +198,8 @@ def test_ceiling_rules_copy_from_where_each_may_look():
 
 
 def test_ceiling_reads_a_benchmark_run(smoke_run, tmp_path, capsys):
-    """`python -m bench.ceiling RESULTS.json` sets each prompt's ceilings beside the measured decode speed-up."""
-    from bench.ceiling import main as ceiling
+    """`python -m bench.studies.ceiling RESULTS.json` sets each prompt's ceilings beside the measured decode speed-up."""
+    from bench.studies.ceiling import main as ceiling
 
     out, report, _ = smoke_run
     assert ceiling([str(out / "smoke.json"), "--json", str(tmp_path / "ceilings.json")]) == 0
@@ -218,9 +218,9 @@ def test_ceiling_reads_a_benchmark_run(smoke_run, tmp_path, capsys):
 
 
 def test_a_run_gives_its_own_cost_curve_and_answers(smoke_run):
-    """bench.calls can replay on the curve a run timed (an AVX2 CPU's is not the prior's) and on its answers."""
-    from bench.calls import answers_from_results
-    from bench.curve import measured_curve
+    """bench.studies.calls can replay on the curve a run timed (an AVX2 CPU's is not the prior's) and on its answers."""
+    from bench.studies.calls import answers_from_results
+    from bench.studies.curve import measured_curve
 
     _, report, _ = smoke_run
     points, switch = measured_curve(report)

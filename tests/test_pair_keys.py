@@ -87,7 +87,7 @@ def test_the_page_spec_run_spec_race_and_the_benchmark_load_the_default_pair_ali
 
 
 def test_the_served_benchmark_runs_alone_the_models_the_page_races(monkeypatch):
-    from bench.served import _formats
+    from bench.tools.served import _formats
 
     operator_pair = [ModelKey("/srv/target", FP32, F32, "CPU"), ModelKey("/srv/draft", FP32, F32, "CPU", vocabulary=DRAFT_VOCABULARY)]
     for target, draft in (DEFAULT_PAIR, operator_pair):

@@ -1,4 +1,4 @@
-"""The load scripts (bench.workshop, bench.served) run end to end against app.py serving a tiny pair,
+"""The load scripts (bench.tools.workshop, bench.tools.served) run end to end against app.py serving a tiny pair,
 and report every visitor's ending and positive speed ratios."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def tiny_app_env(tmp_path_factory, tiny_models_dir):
 
 
 def test_workshop_every_visitor_ends_in_a_verdict_or_busy(tiny_app_env, capsys):
-    from bench import workshop
+    from bench.tools import workshop
 
     root, examples = tiny_app_env
     out = root / "workshop.json"
@@ -60,8 +60,8 @@ def test_workshop_every_visitor_ends_in_a_verdict_or_busy(tiny_app_env, capsys):
 
 
 def test_workshop_says_one_sentence_for_an_unreachable_url(capsys):
-    from bench import workshop
-    from bench.served_app import free_port
+    from bench.tools import workshop
+    from bench.tools.served_app import free_port
 
     assert workshop.main(["--url", f"http://127.0.0.1:{free_port()}/", "--visitors", "1"]) == 2
     err = capsys.readouterr().err
@@ -69,7 +69,7 @@ def test_workshop_says_one_sentence_for_an_unreachable_url(capsys):
 
 
 def test_served_reports_positive_ratios_per_lane(tiny_app_env, capsys):
-    from bench import served
+    from bench.tools import served
 
     root, examples = tiny_app_env
     out = root / "served.json"
@@ -88,7 +88,7 @@ def test_served_reports_positive_ratios_per_lane(tiny_app_env, capsys):
 
 
 def test_served_says_one_sentence_for_a_bad_option(capsys):
-    from bench import served
+    from bench.tools import served
 
     with pytest.raises(SystemExit) as exit:
         served.main(["--repeats", "0"])

@@ -80,7 +80,7 @@ class PairMemory:
 # lookup's match reaches (a long match is a copy under way), for the source just past an edited token
 # (RESUMED), and for guesses without any match (the last token repeated), which are seldom right.
 # Taken from the default target's own answers: the share of rounds whose first draft it kept, per
-# kind of match (bench/calls.py --replay; docs/design-notes.md says on which answers): how often a
+# kind of match (bench/studies/calls.py --replay; docs/design-notes.md says on which answers): how often a
 # kind of match is kept depends on the model that answers.
 RESUMED = -1
 _MATCH_BUCKETS = (1, 2, 3, 4, 8, 16, 32)  # a match of length L counts in the largest bucket <= L

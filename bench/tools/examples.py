@@ -1,8 +1,8 @@
 """The page's examples raced on a pair as the page races them (spec.serving.race.run_race), twice each:
 what each example shows, measured, for the table in docs/benchmarks.md.
 
-    python -m bench.examples                       # the default pair (Qwen2.5-Coder-1.5B, prompt lookup)
-    python -m bench.examples --preset "Qwen2.5-Coder-1.5B + SmolLM2-135M draft (offline, across tokenizers)"
+    python -m bench.tools.examples                       # the default pair (Qwen2.5-Coder-1.5B, prompt lookup)
+    python -m bench.tools.examples --preset "Qwen2.5-Coder-1.5B + SmolLM2-135M draft (offline, across tokenizers)"
 
 Prints a Markdown table (decode speed-up, what Leviathan's formula predicted from the race's own
 measurements, tokens per target call, whether the greedy texts were identical), one row per example.
@@ -16,7 +16,7 @@ import sys
 import threading
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,9 @@
 """A workshop arriving at the Space: N visitors over a minute, most clicking the page's examples,
 some typing prompts of their own; how long each waits to see an answer, and how each ends.
 
-    python -m bench.workshop --wait-ready                # starts app.py (preload and preheat on), 40 visitors over 60 s
-    python -m bench.workshop --no-preheat --wait-ready   # the same without preheating: examples race live first
-    python -m bench.workshop --url http://127.0.0.1:7860/ --pid 1234 --visitors 40 --seconds 60
+    python -m bench.tools.workshop --wait-ready                # starts app.py (preload and preheat on), 40 visitors over 60 s
+    python -m bench.tools.workshop --no-preheat --wait-ready   # the same without preheating: examples race live first
+    python -m bench.tools.workshop --url http://127.0.0.1:7860/ --pid 1234 --visitors 40 --seconds 60
 
 Visitors arrive at uniformly random times (--seed). An example visitor (--examples-share, 0.8)
 sends exactly what a click on a random example sends; a custom visitor sends one of the short
@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.served_app import (
+from bench.tools.served_app import (
     MemorySampler,
     Page,
     Parser,
@@ -303,7 +303,7 @@ def _is_replay(client, inputs: dict, deadline: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__.split("\n\n")[0], epilog="Usage examples are in the module docstring: "
-                                     "python -c 'import bench.workshop; help(bench.workshop)'")
+                                     "python -c 'import bench.tools.workshop; help(bench.tools.workshop)'")
     parser.add_argument("--url", help="a running app (default: start app.py on a free port)")
     parser.add_argument("--pid", type=int, help="the running app's process id, for its memory (with --url)")
     parser.add_argument("--visitors", type=int, default=40, help="how many visitors arrive (default 40)")

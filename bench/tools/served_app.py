@@ -1,7 +1,7 @@
 """The Space as the load scripts drive it: started on a free port, read for its page settings,
 asked for races as a click asks, and stopped.
 
-Shared by bench.soak, bench.workshop and bench.served.
+Shared by bench.tools.soak, bench.tools.workshop and bench.tools.served.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from spec.config import ModelKey
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUSY_WORDS = ("try again in a minute", "busy")
 
 

@@ -2,9 +2,9 @@
 to serve the page, and to race the page's first example through /race (first answer, verdict),
 then the same after `docker restart`.
 
-    python -m bench.image                         # build from a clone of HEAD, run, race, restart, race
-    python -m bench.image --no-build              # the image built before (spec-space:latest)
-    python -m bench.image --build-arg PREPARE_MODELS=0
+    python -m bench.tools.image                         # build from a clone of HEAD, run, race, restart, race
+    python -m bench.tools.image --no-build              # the image built before (spec-space:latest)
+    python -m bench.tools.image --build-arg PREPARE_MODELS=0
 
 Docker must work here: docker/base.sh starts dockerd and, where no image registry answers, makes
 the stand-in for python:3.11-slim. The image is built with `docker build --network host` from a
@@ -31,8 +31,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bench.served_app import REPO, Parser, SetupError, free_port, page, wait_until
-from bench.workshop import Visitor, watch
+from bench.tools.served_app import REPO, Parser, SetupError, free_port, page, wait_until
+from bench.tools.workshop import Visitor, watch
 
 TAG = "spec-space"
 CONTAINER = "spec-space-bench"

@@ -1,10 +1,10 @@
-"""`python -m bench.ceiling RESULTS.json`: how fast copying could decode at best, on the answers a
+"""`python -m bench.studies.ceiling RESULTS.json`: how fast copying could decode at best, on the answers a
 benchmark run recorded.
 
 Prompt lookup drafts by copying earlier text: the prompt, the answer so far, other answers. From
 our autoregressive answers in a run's records, this works out per prompt the decode speed-up of
 three copying drafters, each granted perfect foresight of how long its copy will hold (the best
-verify width every round: a dynamic program over bench.calls' pinned cost curve, width changes
+verify width every round: a dynamic program over bench.studies.calls' pinned cost curve, width changes
 included):
 - ours: copying from where our lookup's match points (spec.decoding.drafters: the context's
   longest-reaching match, else the other answers);
@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from bench.calls import SWITCH
+from bench.studies.calls import SWITCH
 
 OURS, SUFFIX, ANYWHERE = "ours", "suffix", "anywhere"
 RULES = (OURS, SUFFIX, ANYWHERE)
@@ -157,12 +157,12 @@ def markdown(rows: list[dict]) -> str:
             lines.append(f"| {row['prompt_set']} | {row['max_new_tokens']} | {len(row['prompts'])} | {view} | " + " | ".join(cells) + " |")
     lines += ["", "Medians per prompt (range), over our autoregressive decoding. Measured: the run's prompt lookup (dynamic K). "
               "Ceilings: with perfect foresight of each copy's length, under the pinned cost curve; whole run: the "
-              "autoregressive run's prefill put back (python -m bench.ceiling)."]
+              "autoregressive run's prefill put back (python -m bench.studies.ceiling)."]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.ceiling", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.studies.ceiling", description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, help="a benchmark's JSON (bench/results/NAME.json)")
     parser.add_argument("--json", type=Path, help="also write the per-prompt figures here")
     args = parser.parse_args(argv)

@@ -1,9 +1,9 @@
 """What serving costs a race: each lane's decode speed served through the Space, against the same
 generation run alone through the CLI.
 
-    python -m bench.served                    # starts app.py (preload on, preheat off); the first 3 examples, 3 repeats
-    python -m bench.served --browser          # also with headless Chromium on the page, rendering the race
-    python -m bench.served --url http://127.0.0.1:7860/ --examples 6 --repeats 5
+    python -m bench.tools.served                    # starts app.py (preload on, preheat off); the first 3 examples, 3 repeats
+    python -m bench.tools.served --browser          # also with headless Chromium on the page, rendering the race
+    python -m bench.tools.served --url http://127.0.0.1:7860/ --examples 6 --repeats 5
 
 For each of the page's first --examples examples, the same generation (same prompt, the default
 pair and drafter, the page's K, dynamic K and greedy settings, --max-new-tokens, the pair's
@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.served_app import (
+from bench.tools.served_app import (
     REPO,
     CpuSpent,
     Page,
@@ -273,7 +273,7 @@ def report(result: dict, channels: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__.split("\n\n")[0], epilog="Usage examples are in the module docstring: "
-                    "python -c 'import bench.served; help(bench.served)'")
+                    "python -c 'import bench.tools.served; help(bench.tools.served)'")
     parser.add_argument("--url", help="a running app, its pair loaded (default: start app.py on a free port, preheat off)")
     parser.add_argument("--examples", type=int, default=3, help="how many of the page's examples, from the first (default 3)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each, interleaved; the median is reported (default 3)")

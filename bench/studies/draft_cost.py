@@ -1,8 +1,8 @@
 """What a draft token costs, in target steps: the draft's bare forward pass, and all in as the
 engine drafts (catching up, sampling, rolling back), per way of building the draft.
 
-    python -m bench.draft_cost                                   # the default pair, INT8 and INT4 drafts, whole and restricted heads
-    python -m bench.draft_cost --draft-weight-format int4 --vocabulary 16384 32768
+    python -m bench.studies.draft_cost                                   # the default pair, INT8 and INT4 drafts, whole and restricted heads
+    python -m bench.studies.draft_cost --draft-weight-format int4 --vocabulary 16384 32768
 
 One process, one model of each kind loaded once; every configuration is timed in each repeat,
 round-robin, and the medians over repeats are printed as a Markdown table with the CPU's name.
@@ -19,19 +19,19 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 
 
 def main(argv: list[str] | None = None) -> int:
     from spec.config import DRAFT_VOCABULARY
 
-    parser = argparse.ArgumentParser(prog="python -m bench.draft_cost", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.studies.draft_cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", help="target reference (default: embedded:Qwen2.5-Coder-1.5B-Instruct)")
     parser.add_argument("--draft", help="draft reference (default: embedded:Qwen2.5-Coder-0.5B-Instruct)")
     parser.add_argument("--draft-weight-format", nargs="+", default=["int8", "int4"], choices=("int8", "int4"))
     parser.add_argument("--vocabulary", nargs="+", type=int, default=[0, DRAFT_VOCABULARY],
                         help="tokens the draft's head scores (0: the whole vocabulary)")
-    parser.add_argument("--prompts", type=Path, default=HERE / "prompts" / "open-questions.json")
+    parser.add_argument("--prompts", type=Path, default=PROMPTS / "open-questions.json")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--k", type=int, default=4, help="drafts per round (fixed K: every round drafts K)")
     parser.add_argument("--repeats", type=int, default=3)

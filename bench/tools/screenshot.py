@@ -1,7 +1,7 @@
 """The README's picture, made from the real page: a finished race on the default pair.
 
-    python -m bench.screenshot                              # docs/screenshot.png, the page's first example
-    python -m bench.screenshot --example 1 --out /tmp/race.png --width 1400 --height 1100
+    python -m bench.tools.screenshot                              # docs/screenshot.png, the page's first example
+    python -m bench.tools.screenshot --example 1 --out /tmp/race.png --width 1400 --height 1100
 
 Starts app.py on a free port (the default pair loaded at start-up, the examples not preheated, so
 the race runs live; an example recorded earlier is raced again with "Race it live"), opens the page
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.served_app import REPO, Parser, SetupError, free_port, page, race_live, start_app, stop_app, wait_for_line
+from bench.tools.served_app import REPO, Parser, SetupError, free_port, page, race_live, start_app, stop_app, wait_for_line
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

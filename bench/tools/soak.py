@@ -1,8 +1,8 @@
 """A soak test of the Space: N clients race through its queue for M minutes; nothing may be lost and
 the server's memory must stay bounded.
 
-    python -m bench.soak                        # starts app.py on a free port, 8 clients, 10 minutes
-    python -m bench.soak --url http://127.0.0.1:7860/ --pid 1234 --clients 8 --minutes 10
+    python -m bench.tools.soak                        # starts app.py on a free port, 8 clients, 10 minutes
+    python -m bench.tools.soak --url http://127.0.0.1:7860/ --pid 1234 --clients 8 --minutes 10
 
 Each client sends races back to back (the examples' prompts, in turn) and waits for each to end.
 Every request must come back as a finished race or as "busy" (a full line); an exception, a
@@ -22,9 +22,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.served_app import SetupError, free_port as _free_port, is_busy, numbers_of, start_app, stop_app
+from bench.tools.served_app import SetupError, free_port as _free_port, is_busy, numbers_of, start_app, stop_app
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICK_LABEL = "SmolLM2-135M-Instruct (quick, offline)"
 
 

@@ -1,4 +1,4 @@
-"""`python -m bench.calls`: what drafting did, call by call, with nothing timed.
+"""`python -m bench.studies.calls`: what drafting did, call by call, with nothing timed.
 
 Greedy decoding at f32 makes the same tokens whatever the machine's load, and so do the target
 calls, once the schedule stops learning from timings: here every cost dynamic K would measure is
@@ -14,7 +14,7 @@ that answers with the autoregressive tokens `--ar` recorded: under greedy decodi
 gives the same answers, so the calls are the same, in seconds and without the model (a way to try
 a drafting rule; the real run is what checks the texts). `--ar-from RESULTS.json` takes those tokens
 from a benchmark run's greedy autoregressive answers instead, and `--curve RESULTS.json` prices widths
-on the curve that run timed (bench.curve), for a CPU whose curve is not the prior's.
+on the curve that run timed (bench.studies.curve), for a CPU whose curve is not the prior's.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from bench.curve import measured_curve
 from bench.records import read_records
+from bench.studies.curve import measured_curve
 
 SWITCH = 0.15  # steps a call pays right after one of another width (the committed Qwen benchmark: 1→5 and 5→1, 0.15-0.16)
 DRAFT_CALL = 0.15  # a SmolLM2-135M call ÷ a Qwen2.5-Coder-1.5B step (11.4 ms ÷ 77.6 ms, ENVIRONMENT.md)
@@ -34,7 +34,7 @@ TARGET, DRAFT = "embedded:Qwen2.5-Coder-1.5B-Instruct", "embedded:SmolLM2-135M-I
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.calls", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.studies.calls", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", required=True, help="a prompt-set JSON file, or humaneval[:FIRST-LAST]")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--drafter", nargs="+", default=["prompt-lookup"], choices=("prompt-lookup", "hybrid"))
