@@ -54,3 +54,55 @@ def test_wheels_installed_without_dependencies_are_at_the_locks_version():
         for package, version in named:
             if canonicalize_name(package) in pins and package != "torch":
                 assert pins[canonicalize_name(package)] == Version(version), f"{name} installs {package}=={version}"
+
+
+def _installed_by(requirement_files: tuple[str, ...]) -> set[str]:
+    """The distributions pip installs for `requirement_files`: those they name and, through the installed
+    packages' metadata, everything those require (with the extras asked for)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    todo = [req for name in requirement_files for req in requirements(name)]
+    seen: set[str] = set()
+    while todo:
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            required = distribution(name).requires or []
+        except PackageNotFoundError:
+            continue
+        for line in required:
+            dependency = Requirement(line)
+            extras = requirement.extras or {""}
+            if dependency.marker is None or any(dependency.marker.evaluate({"extra": extra}) for extra in extras):
+                todo.append(dependency)
+    return seen
+
+
+def test_every_package_the_app_imports_is_installed_by_the_run_time_requirements():
+    """./run.sh app and the Dockerfile install requirements.txt alone: a package that app.py or spec/
+    imports but only the tests' or the benchmark's requirements bring would be missing there (the
+    GGUF reader's openvino_genai once was, and every first start failed to convert a model)."""
+    import ast
+    import sys
+    from importlib.metadata import packages_distributions
+
+    own = {"spec", "app", "render", "tests"}
+    distributions = packages_distributions()
+    installed = _installed_by(("requirements.txt",))
+    missing = {}
+    for path in [REPO / "app.py", REPO / "render.py", *(REPO / "spec").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for top in {module.split(".")[0] for module in modules} - own - set(sys.stdlib_module_names):
+                names = {canonicalize_name(d) for d in distributions.get(top, [top])}
+                if not names & installed:
+                    missing[top] = path.relative_to(REPO)
+    assert not missing, f"imported but not installed by requirements.txt: {missing}"
