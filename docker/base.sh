@@ -3,7 +3,7 @@
 # nothing answers (installing Debian's docker.io and debootstrap first where they are missing), and
 # makes the image that stands in for Docker Hub's python:3.11-slim: Debian 12 (bookworm) minbase
 # with Debian's Python 3.11, pip and venv, imported under that tag. docker/fresh_machine.sh and
-# bench/image.py call it; it does nothing where both are there already.
+# bench/tools/image.py call it; it does nothing where both are there already.
 #
 #   docker/base.sh             # dockerd up, the stand-in base built unless the tag exists
 #   docker/base.sh --rebuild   # build the base again
