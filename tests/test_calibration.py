@@ -78,6 +78,16 @@ def _fake_tuning(monkeypatch, curves: dict[str, dict[int, float] | Exception]):
     monkeypatch.setattr(tuning, "measure_curve", measure)
 
 
+def test_a_model_that_only_steps_is_tuned_on_its_step_alone(tiny_pairs, tmp_path, monkeypatch):
+    xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
+    _fake_tuning(monkeypatch, {"quick step": {1: 0.9}, "slow step": {1: 1.0}})
+    timed = []
+    measure = tuning.measure_curve
+    monkeypatch.setattr(tuning, "measure_curve", lambda model, widths: timed.append(widths) or measure(model, widths))
+    chosen = tuning.tune(xml, tmp_path, widths=(1,))
+    assert (chosen.steps, chosen.rounds) == ("quick step", "quick step") and timed == [(1,), (1,)]
+
+
 def test_each_method_runs_with_the_candidate_fastest_for_it(tiny_pairs, tmp_path, monkeypatch):
     xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
     quick_step = {1: 0.95, 2: 1.4, 3: 1.8, 4: 2.2, 5: 2.6, 6: 3.0, 7: 3.4, 9: 4.2}  # the fastest step, its verify calls dear

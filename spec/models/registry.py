@@ -44,7 +44,7 @@ class LoadedModel:
     eos_token_ids: set[int]
     size_bytes: int  # weights on disk: what the memory budget counts
     token_ids: np.ndarray | None = field(default=None, repr=False)  # the token each logit stands for; None: logit i is token i
-    curve: CallCurve | None = field(default=None, repr=False)  # what its calls cost per width on this machine; None: not timed
+    curve: CallCurve | None = field(default=None, repr=False)  # what its calls cost per width on this machine; None: not timed (a draft's cut head)
     tuning: Tuning | None = field(default=None, repr=False)  # how it was compiled for each method; None: the precision's properties
     _rounds: tuple[CompiledLM, CallCurve] | None = field(default=None, repr=False)
     _rounds_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -114,16 +114,18 @@ def load_model(
         if key.vocabulary is not None and key.vocabulary < len(tokenizer):
             with phase(progress or ignore, f"Choosing {resolved.ref}'s {key.vocabulary:,} most frequent tokens"):
                 token_ids = frequent_token_ids(tokenizer, key.vocabulary)
-        xml, tuning = resolved.path / IR_XML, None
+        xml, tuning, curve = resolved.path / IR_XML, None, None
+        drafts_only = token_ids is not None  # a head cut to the frequent tokens: a draft, which only ever steps
         if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
             # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
-            tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref)
+            tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref,
+                          **({"widths": (1,)} if drafts_only else {}))
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
             compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                      CANDIDATES[tuning.steps] if tuning else None)
-        # Once per machine too: the schedules price each verify width from it.
-        curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref,
-                          known=tuning.curves.get(tuning.steps) if tuning else None)
+        if not drafts_only:  # once per machine too: a target's schedules price each verify width from it
+            curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref,
+                              known=tuning.curves.get(tuning.steps) if tuning else None)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error

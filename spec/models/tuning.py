@@ -56,8 +56,9 @@ def rounds_rate(curve: CallCurve) -> float:
 
 
 def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
-         report: ProgressFn = ignore, name: str = "the model") -> Tuning:
-    """Time each candidate (or read what was kept in `folder`) and choose one per method.
+         report: ProgressFn = ignore, name: str = "the model", widths: tuple[int, ...] = _WIDTHS) -> Tuning:
+    """Time each candidate at `widths` (or read what was kept in `folder`) and choose one per method;
+    `widths` (1,) for a model that only ever steps (a draft), which then runs with one for both.
 
     Candidates that fail to compile or run here (a CPU without the instructions one needs) are
     left out; ValueError when none runs."""
@@ -65,14 +66,14 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     errors: list[str] = []
     for number, (candidate, settings) in enumerate(CANDIDATES.items(), 1):
         properties = compile_properties(DEFAULT_PRECISION, device, token_ids, settings)
-        key = calibration_key(xml, properties, "tuning")
+        key = calibration_key(xml, properties, "tuning" if widths == _WIDTHS else f"tuning {widths}")
         curve = kept_curve(folder, key)
         if curve is None:
             title = f"Timing {name} compiled {number} ways on this CPU (once per machine) — {candidate}"
             try:
                 with timing_alone(folder), phase(report, title):
                     # Not into the compiled-blob cache: only the settings chosen are worth keeping there.
-                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), _WIDTHS)
+                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), widths)
             except RuntimeError as error:
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
                 continue
@@ -81,6 +82,8 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     if not curves:
         raise ValueError(f"no way of compiling {name} runs on this machine: {'; '.join(errors)}")
     steps = min(curves, key=lambda candidate: curves[candidate].step)
+    if max(widths) == 1:
+        return Tuning(steps, steps, curves)  # no verify call timed: nothing to choose for rounds
     rounds = max(curves, key=lambda candidate: rounds_rate(curves[candidate]))
     if rounds_rate(curves[rounds]) < _WORTH_A_SECOND_COPY * rounds_rate(curves[steps]):
         rounds = steps  # within noise: one compiled copy serves both methods
