@@ -19,7 +19,7 @@ precision) runs:
 Each lane's decode tokens/s (decode_tokens_per_second) comes from the engine's statistics (the
 keys of the CLI's JSON) and from the race's numbers. Alone and served runs alternate, so drift hits both. Reported per
 example and lane: served / alone, the median over --repeats, then the median over examples, against
-the targets (>= 0.95 through /race, >= 0.9 with the browser). Prints a table and one JSON line,
+the targets (>= 0.95 through /race, >= 0.92 with the browser, as issue 41 sets them). Prints a table and one JSON line,
 both naming this CPU. Where the cores went during each served race is measured too: CPU seconds of
 the app's computing threads (the race's and OpenVINO's), of its serving threads (the web server's
 and each viewer's, which run at a lower priority) and of Chromium (only for an app it started).
@@ -55,7 +55,7 @@ from bench.tools.served_app import (
 from spec.config import ModelKey
 
 LANES = ("autoregressive", "speculative")
-TARGETS = {"race": 0.95, "browser": 0.9}  # served / alone, median over examples, each lane
+TARGETS = {"race": 0.95, "browser": 0.92}  # served / alone, median over examples, each lane
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
