@@ -33,6 +33,7 @@ import numpy as np
 
 from spec.config import FP32, INT4, INT8
 from spec.errors import ModelError
+from spec.models.gguf import reader as gguf_reader
 
 READER_ARCHITECTURES = ("llama", "qwen2", "qwen3")  # what openvino-genai's reader builds
 MAX_TENSORS = 2048  # tensor numbers are stored as fp16 scales, exact up to 2048
@@ -96,7 +97,7 @@ def write_skeleton(gguf: Path, out: Path) -> list[Tensor]:
     import gguf as gguf_lib
     from gguf import GGMLQuantizationType, GGUFValueType
 
-    reader = gguf_lib.GGUFReader(str(gguf))  # not kept: its metadata alone takes hundreds of MB
+    reader = gguf_reader(gguf, keep=False)  # parsed once with the tokenizer's reading, and not kept after
     architecture = reader.fields["general.architecture"].contents()
     if architecture not in READER_ARCHITECTURES:
         raise ModelError(f"{gguf.name} is a {architecture} model; OpenVINO's GGUF reader builds {', '.join(READER_ARCHITECTURES)} only.")
