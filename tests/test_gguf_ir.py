@@ -119,3 +119,21 @@ def test_the_source_folder_holds_what_the_engine_reads_beside_the_gguf(smollm2_g
     source = gguf.write_source(smollm2_gguf, gguf.read(smollm2_gguf), tmp_path / "source", tokenizer)
     assert {p.name for p in source.iterdir()} >= {smollm2_gguf.name, "config.json", "generation_config.json", "tokenizer.json"}
     assert AutoTokenizer.from_pretrained(str(source))("Hello world").input_ids == [19556, 905]
+
+
+def test_the_quick_reader_reads_what_the_package_reads_and_one_reading_serves_a_conversion(smollm2_gguf):
+    import gguf as gguf_lib
+
+    package, quick = gguf_lib.GGUFReader(str(smollm2_gguf)), gguf.QuickReader(str(smollm2_gguf))
+    assert list(package.fields) == list(quick.fields)
+    assert all(str(package.fields[n].contents()) == str(quick.fields[n].contents()) for n in package.fields)
+    assert [(t.name, t.tensor_type, t.data_offset, t.n_bytes) for t in package.tensors] == \
+           [(t.name, t.tensor_type, t.data_offset, t.n_bytes) for t in quick.tensors]
+    assert np.array_equal(package.tensors[-1].data, quick.tensors[-1].data)
+
+    original = gguf_lib.GGUFReader
+    reading = gguf.read(smollm2_gguf)  # Transformers is handed the reader read() parsed
+    assert gguf_lib.GGUFReader is original and reading["config"]["model_type"] == "llama"
+    kept = gguf.reader(smollm2_gguf)
+    assert gguf.reader(smollm2_gguf, keep=False) is kept  # the skeleton takes it ...
+    assert gguf.reader(smollm2_gguf, keep=False) is not kept  # ... and it is not kept after
