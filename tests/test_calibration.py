@@ -84,7 +84,7 @@ def test_a_model_that_only_steps_is_tuned_on_its_step_alone(tiny_pairs, tmp_path
     timed = []
     measure = tuning.measure_curve
     monkeypatch.setattr(tuning, "measure_curve", lambda model, widths: timed.append(widths) or measure(model, widths))
-    chosen = tuning.tune(xml, tmp_path, widths=(1,))
+    chosen = tuning.tune(xml, tmp_path, steps_only=True)
     assert (chosen.steps, chosen.rounds) == ("quick step", "quick step") and timed == [(1,), (1,)]
 
 

@@ -56,17 +56,18 @@ def rounds_rate(curve: CallCurve) -> float:
 
 
 def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
-         report: ProgressFn = ignore, name: str = "the model", widths: tuple[int, ...] = _WIDTHS) -> Tuning:
-    """Time each candidate at `widths` (or read what was kept in `folder`) and choose one per method;
-    `widths` (1,) for a model that only ever steps (a draft), which then runs with one for both.
+         report: ProgressFn = ignore, name: str = "the model", steps_only: bool = False) -> Tuning:
+    """Time each candidate (or read what was kept in `folder`) and choose one per method;
+    `steps_only` for a model that only ever steps (a draft): its one-token step alone is timed.
 
     Candidates that fail to compile or run here (a CPU without the instructions one needs) are
     left out; ValueError when none runs."""
+    widths = (1,) if steps_only else _WIDTHS
     curves: dict[str, CallCurve] = {}
     errors: list[str] = []
     for number, (candidate, settings) in enumerate(CANDIDATES.items(), 1):
         properties = compile_properties(DEFAULT_PRECISION, device, token_ids, settings)
-        key = calibration_key(xml, properties, "tuning" if widths == _WIDTHS else f"tuning {widths}")
+        key = calibration_key(xml, properties, "tuning, steps only" if steps_only else "tuning")
         curve = kept_curve(folder, key)
         if curve is None:
             title = f"Timing {name} compiled {number} ways on this CPU (once per machine) — {candidate}"
@@ -82,7 +83,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     if not curves:
         raise ValueError(f"no way of compiling {name} runs on this machine: {'; '.join(errors)}")
     steps = min(curves, key=lambda candidate: curves[candidate].step)
-    if max(widths) == 1:
+    if steps_only:
         return Tuning(steps, steps, curves)  # no verify call timed: nothing to choose for rounds
     rounds = max(curves, key=lambda candidate: rounds_rate(curves[candidate]))
     if rounds_rate(curves[rounds]) < _WORTH_A_SECOND_COPY * rounds_rate(curves[steps]):
