@@ -22,7 +22,7 @@ import render
 from spec.config import F32
 from spec.decoding.plugins import PLUGINS
 from spec.errors import ModelError
-from spec.models import hub, library_output
+from spec.models import hub, library_output, torch_free
 from spec.models.conversion_cache import models_dir
 from spec.models.embedded import QUICK_REF
 from spec.models.registry import ModelRegistry
@@ -332,6 +332,7 @@ def main(argv: list[str] | None = None) -> None:
         ALLOW_LOCAL_MODELS = False  # a public link: visitors' custom pairs take Hub ids only
     # The server's own lines on the terminal (even while a conversion captures library output), not every HTTP request.
     library_output.log_to_terminal()
+    torch_free.hide_torch()  # the server never computes with torch: a checkpoint is exported in a child that has it
     threading.Thread(target=_preload, name="preload", daemon=True).start()
     warmup.serve_below_races()  # the web server and every viewer yield the cores to the race they show
     try:

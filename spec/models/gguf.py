@@ -68,21 +68,24 @@ def read(gguf: Path) -> dict:
     """Transformers' reading of the GGUF's metadata (its "config", "tokenizer" and
     "tokenizer_config"), no weights. Read it once and pass it on: a reading parses every token of
     the vocabulary, and Transformers' own `gguf_file=` paths each read the file again. Transformers
-    is handed this file's `reader` rather than parsing it once more with the package's slower one."""
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+    is handed this file's `reader` rather than parsing it once more with the package's slower one.
+
+    Transformers refuses to read a GGUF where torch is missing (or hidden: spec.models.torch_free),
+    though only the tensors, which this reading leaves out, need it; it is told torch is there."""
+    from transformers import modeling_gguf_pytorch_utils as transformers_gguf
 
     parsed, identity = reader(gguf), _identity(gguf)
-    with _substitution_lock:  # Transformers looks GGUFReader up in the package when it is called
-        original = gguf_lib.GGUFReader
+    with _substitution_lock:  # Transformers looks both up in their modules when it is called
+        original_reader, original_check = gguf_lib.GGUFReader, transformers_gguf.is_torch_available
 
         def this_files(path, *args, **kwargs):
-            return parsed if _identity(path) == identity else original(path, *args, **kwargs)
+            return parsed if _identity(path) == identity else original_reader(path, *args, **kwargs)
 
-        gguf_lib.GGUFReader = this_files
+        gguf_lib.GGUFReader, transformers_gguf.is_torch_available = this_files, lambda: True
         try:
-            return load_gguf_checkpoint(str(gguf), return_tensors=False)
+            return transformers_gguf.load_gguf_checkpoint(str(gguf), return_tensors=False)
         finally:
-            gguf_lib.GGUFReader = original
+            gguf_lib.GGUFReader, transformers_gguf.is_torch_available = original_reader, original_check
 
 
 def write_source(gguf: Path, reading: dict, out_dir: Path, tokenizer, eos_token_ids: list[int] | None = None) -> Path:

@@ -7,13 +7,14 @@ so resolving a model that is already converted costs milliseconds.
 """
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from spec.config import INT8, WEIGHT_FORMATS
 from spec.errors import ModelError
-from spec.models import embedded, export_process, hub
+from spec.models import embedded, export_process, hub, torch_free
 from spec.models.conversion_cache import convert_cached
 from spec.models.embedded import DEFAULT_REF, PREFIX
 from spec.models.export import IR_BIN, IR_XML, TOKENIZER_FILES
@@ -103,7 +104,8 @@ def _resolve_local(ref: str, weight_format: str, report: ProgressFn) -> Resolved
         _check_ir_dir(path, ref)
         return ResolvedModel(ref, path, "as-is", "local-ir")
     _check_checkpoint_dir(path, ref)
-    converted = convert_cached(ref, path.name, _dir_fingerprint(path), weight_format, lambda _: path, report)
+    converted = convert_cached(ref, path.name, _dir_fingerprint(path), weight_format, lambda _: path, report,
+                               exporter=_exporter(report))
     return ResolvedModel(ref, converted, weight_format, "converted")
 
 
@@ -118,8 +120,17 @@ def _resolve_hub(ref: str, weight_format: str, report: ProgressFn) -> ResolvedMo
         _check_ir_dir(snapshot, ref)
         return ResolvedModel(ref, snapshot, "as-is", "hub-ir")
     _check_checkpoint_dir(snapshot, ref)
-    converted = convert_cached(ref, ref.replace("/", "--"), _dir_fingerprint(snapshot), weight_format, lambda _: snapshot, report)
+    converted = convert_cached(ref, ref.replace("/", "--"), _dir_fingerprint(snapshot), weight_format, lambda _: snapshot, report,
+                               exporter=_exporter(report))
     return ResolvedModel(ref, converted, weight_format, "converted")
+
+
+def _exporter(report: ProgressFn) -> export_process.Exporter | None:
+    """Where the operator's checkpoint is exported: here, or where this process hides torch
+    (spec.models.torch_free), in a child process that has it, limited only by the machine's memory."""
+    if not torch_free.hidden():
+        return None
+    return export_process.exporter(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), report)
 
 
 def _resolve_visitors(ref: str, weight_format: str, report: ProgressFn, visitors: VisitorModels,
