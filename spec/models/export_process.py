@@ -1,4 +1,5 @@
-"""Exporting a visitor's checkpoint in a child process with a memory limit, one conversion at a time.
+"""Exporting a checkpoint in a child process with a memory limit, one conversion at a time: a
+visitor's, and the operator's where the process keeps torch out (spec.models.torch_free).
 
 The child (`python -m spec.models.export_process`) runs spec.models.export and writes what the
 libraries print into the conversion's log. The parent watches the memory the child has allocated
