@@ -235,3 +235,21 @@ def test_a_run_gives_its_own_cost_curve_and_answers(smoke_run):
         measured_curve({"name": "x", "costs": {}})
     with pytest.raises(ValueError, match="autoregressive"):
         answers_from_results({"name": "x", "settings": [], "records": []})
+
+
+def test_a_first_start_that_cannot_prepare_its_pair_is_reported_at_once(tmp_path):
+    from bench.tools.first_start import _wait_ready
+    from bench.tools.served_app import SetupError
+
+    class Running:
+        returncode = None
+
+        def poll(self):
+            return None
+
+    log = tmp_path / "app.log"
+    log.write_text("app INFO Ready: quick pair\napp WARNING Could not load the default pair: No space left on device\n")
+    with pytest.raises(SetupError, match="No space left"):
+        _wait_ready(log, "Ready: the default pair", Running(), deadline=float("inf"))
+    log.write_text("app INFO Ready: the default pair (offline)\n")
+    _wait_ready(log, "Ready: the default pair", Running(), deadline=float("inf"))
