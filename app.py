@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 import render
+from page_fix import StopLeakedLoops
 from spec.config import F32
 from spec.decoding.plugins import PLUGINS
 from spec.errors import ModelError
@@ -220,7 +222,9 @@ def custom_draft_typed(label: str, custom_draft: str, current: str):
 THEME = gr.themes.Soft(font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 HERE = Path(__file__).parent
 # Each watching visitor holds a worker thread while the race plays: leave room for a workshop.
-LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120)
+# The page is served with Gradio's status tracker fixed (page_fix.py): an open page draws no frames when nothing changes.
+LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120,
+                      app_kwargs=dict(middleware=[Middleware(StopLeakedLoops)]))
 
 with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown("# Autoregressive vs speculative decoding, on OpenVINO\n" + LEAD, elem_id="intro")

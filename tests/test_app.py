@@ -413,6 +413,44 @@ def test_the_room_view_shows_the_public_address_as_a_qr_code_and_who_watches(ser
                 page.close()
 
 
+# Counts the page's requests for an animation frame (installed before Gradio's scripts load).
+COUNT_FRAMES = """
+window.__frames = 0;
+const request = window.requestAnimationFrame.bind(window);
+window.requestAnimationFrame = (callback) => { window.__frames++; return request(callback); };
+"""
+
+
+def test_an_open_page_draws_no_frames_while_nothing_changes(served, browser):
+    """Gradio's loading screen leaves its status tracker's frame loop running (60 frames a second,
+    for as long as the page is open, on the race's cores); page_fix.py stops it. A race's page
+    still draws its chart, and a page left alone after it draws nothing."""
+    context = browser.new_context()
+    context.add_init_script(COUNT_FRAMES)
+    page = context.new_page()
+    try:
+        page.goto(served.url, wait_until="domcontentloaded")
+        page.locator("#run").wait_for(timeout=30_000)
+
+        def frames_in(seconds: float) -> int:
+            before = page.evaluate("window.__frames")
+            time.sleep(seconds)
+            return page.evaluate("window.__frames") - before
+
+        def goes_quiet(within: float) -> bool:  # the loading screen's logo ends its last turn
+            deadline = time.monotonic() + within
+            return any(frames_in(1.0) <= 1 for _ in iter(lambda: time.monotonic() < deadline, False))
+
+        assert goes_quiet(10), "an idle page keeps asking for frames"
+        page.locator("#prompt textarea").fill("A quiet page")  # a prompt of its own: others' races must not be replays
+        page.locator("#run").click()
+        page.locator("#summary").get_by_text("Greedy").wait_for(timeout=60_000)
+        assert page.locator("#race-chart svg polyline").count() == 2, "the chart is drawn in an animation frame"
+        assert goes_quiet(5) and frames_in(1.5) <= 1, "a page left alone after a race keeps asking for frames"
+    finally:
+        context.close()
+
+
 def test_phone_width_and_dark_mode_stay_readable(served, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     for name, url, size in (("phone-400px", served.url, (400, 900)), ("dark", served.url + "?__theme=dark", (1400, 1000))):
