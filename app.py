@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Iterator
 
 import gradio as gr
-from starlette.middleware import Middleware
 
 import render
-from page_fix import StopLeakedLoops
+from page_fix import MIDDLEWARE
 from spec.config import F32
 from spec.decoding.plugins import PLUGINS
 from spec.errors import ModelError
@@ -221,10 +220,9 @@ def custom_draft_typed(label: str, custom_draft: str, current: str):
 # System fonts: the page must not wait on a font server that an offline workshop cannot reach.
 THEME = gr.themes.Soft(font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 HERE = Path(__file__).parent
-# Each watching visitor holds a worker thread while the race plays: leave room for a workshop.
-# The page is served with Gradio's status tracker fixed (page_fix.py): an open page draws no frames when nothing changes.
-LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120,
-                      app_kwargs=dict(middleware=[Middleware(StopLeakedLoops)]))
+# Each watching visitor holds a worker thread while the race plays: leave room for a workshop. Gradio's status
+# tracker is served fixed (page_fix.py): an open page draws no frames when nothing changes.
+LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120, app_kwargs=dict(middleware=MIDDLEWARE))
 
 with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown("# Autoregressive vs speculative decoding, on OpenVINO\n" + LEAD, elem_id="intro")
@@ -334,8 +332,7 @@ def main(argv: list[str] | None = None) -> None:
     args = S.flags(argv)
     if args.share and not os.environ.get("SPEC_ALLOW_LOCAL_MODELS", "").strip():
         ALLOW_LOCAL_MODELS = False  # a public link: visitors' custom pairs take Hub ids only
-    # The server's own lines on the terminal (even while a conversion captures library output), not every HTTP request.
-    library_output.log_to_terminal()
+    library_output.log_to_terminal()  # the server's own lines, even while a conversion captures library output; not every request
     torch_free.hide_torch()  # the server never computes with torch: a checkpoint is exported in a child that has it
     threading.Thread(target=_preload, name="preload", daemon=True).start()
     warmup.serve_below_races()  # the web server and every viewer yield the cores to the race they show

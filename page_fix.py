@@ -16,6 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import gradio
+from starlette.middleware import Middleware
 
 ASSETS = Path(gradio.__file__).parent / "templates" / "frontend" / "assets"
 TRACKER = re.compile(r"/assets/(statustracker-[\w-]+\.js)$")
@@ -55,3 +56,6 @@ class StopLeakedLoops:
                 await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})
                 return
         await self.app(scope, receive, send)
+
+
+MIDDLEWARE = [Middleware(StopLeakedLoops)]  # for Gradio's launch(app_kwargs=dict(middleware=...))
