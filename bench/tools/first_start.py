@@ -103,7 +103,9 @@ class MemoryCgroup:
         (self.path / "cgroup.procs").write_text(str(os.getpid()))
 
     def report(self) -> dict:
-        read = lambda name: (self.path / name).read_text()  # noqa: E731
+        def read(name: str) -> str:
+            return (self.path / name).read_text()
+
         if self.v1:
             oom = dict(line.split() for line in read("memory.oom_control").splitlines())
             return {"limit_bytes": self.limit, "peak_bytes": int(read("memory.max_usage_in_bytes")),
@@ -209,9 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         figures = run(args.prepare, args.memory_limit, args.timeout)
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return 2
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        print("interrupted", file=sys.stderr)
         return 130
     print(json.dumps(figures))
     return 0

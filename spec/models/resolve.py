@@ -7,7 +7,6 @@ so resolving a model that is already converted costs milliseconds.
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +129,9 @@ def _exporter(report: ProgressFn) -> export_process.Exporter | None:
     (spec.models.torch_free), in a child process that has it, limited only by the machine's memory."""
     if not torch_free.hidden():
         return None
-    return export_process.exporter(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), report)
+    import psutil
+
+    return export_process.exporter(psutil.virtual_memory().total, report)
 
 
 def _resolve_visitors(ref: str, weight_format: str, report: ProgressFn, visitors: VisitorModels,
