@@ -35,6 +35,12 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600:.0f} h {round(seconds % 3600 / 60):.0f} min"
 
 
+def took(seconds: float) -> str:
+    """How long finished work took, to the second under 100 s ("1 s", "33 s"), else as duration():
+    the log of a first start reads as its timeline."""
+    return f"{max(1, round(seconds)):.0f} s" if seconds < 99.5 else duration(seconds)
+
+
 class Phase:
     """One phase of long work: reports "<title> — <percent>, about <time> left" as it goes.
 
@@ -94,7 +100,7 @@ class Phase:
             self._done.set()
             ticker.join()
         elapsed = time.monotonic() - self.started
-        self.report(f"{self.title}{SEPARATOR}done in {duration(elapsed)}", 1.0)
+        self.report(f"{self.title}{SEPARATOR}done in {took(elapsed)}", 1.0)
 
 
 def phase(report: ProgressFn, title: str, expected_seconds: float | None = None, tick_seconds: float = 2.0):

@@ -70,7 +70,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
         key = calibration_key(xml, properties, "tuning, steps only" if steps_only else "tuning")
         curve = kept_curve(folder, key)
         if curve is None:
-            title = f"Timing {name} compiled {number} ways on this CPU (once per machine) — {candidate}"
+            title = f"Timing {name} compiled {len(CANDIDATES)} ways on this CPU (once per machine) — {number}: {candidate}"
             try:
                 with timing_alone(folder), phase(report, title):
                     # Not into the compiled-blob cache: only the settings chosen are worth keeping there.
