@@ -21,9 +21,9 @@ _terminal: TextIO | None = None
 
 def log_to_terminal() -> None:
     """The server's own log lines go to the terminal (even while a conversion captures library
-    output), at INFO; the HTTP clients' request lines do not."""
+    output), at INFO; the HTTP clients' request lines and the GGUF writer's file list do not."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=terminal())
-    for noisy in ("httpx", "httpcore", "urllib3", "huggingface_hub"):
+    for noisy in ("httpx", "httpcore", "urllib3", "huggingface_hub", "gguf"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
