@@ -44,7 +44,7 @@ MUTATIONS = """
       let el = r.target.nodeType === 1 ? r.target : r.target.parentElement;
       const what = el ? el.tagName.toLowerCase() + (el.classList.length ? "." + [...el.classList].join(".") : "") : "?";
       while (el && !el.id) el = el.parentElement;
-      const key = (el ? el.id : "?") + " " + what + ":" + r.type;
+      const key = (el ? el.id : "?") + " " + what + ":" + r.type + (r.attributeName ? "(" + r.attributeName + ")" : "");
       counts.by[key] = (counts.by[key] || 0) + 1;
       if (r.type === "childList") { counts.added += r.addedNodes.length; counts.removed += r.removedNodes.length; }
       else if (r.type === "attributes") counts.attributes++;
@@ -100,8 +100,8 @@ def race_once(view, prompt: str, live: bool, timeout: float) -> float:
 
 
 def record_stream(url: str, inputs: dict, out: list) -> None:
-    """Join /race as the page does and keep every message of the queue's event stream: (seconds
-    since the first, bytes, the message's JSON)."""
+    """Join the event the page's Race button runs (with /race's inputs) as the page does, and keep
+    every message of the queue's event stream: (seconds since the first, bytes, the message's JSON)."""
     import httpx
     from gradio_client import Client
 
@@ -109,7 +109,8 @@ def record_stream(url: str, inputs: dict, out: list) -> None:
     endpoint = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/race"]
     data = [inputs[p["parameter_name"]] for p in endpoint["parameters"]]
     session = f"pagecost{int(time.time())}"
-    fn_index = next(i for i, d in enumerate(client.config["dependencies"]) if d.get("api_name") == "race")
+    run = next(c["id"] for c in client.config["components"] if c.get("props", {}).get("elem_id") == "run")
+    fn_index = next(i for i, d in enumerate(client.config["dependencies"]) if [run, "click"] in d.get("targets", []))
     with httpx.Client(base_url=url, timeout=600) as http:
         http.post("gradio_api/queue/join", json=dict(data=data, fn_index=fn_index, session_hash=session, event_data=None,
                                                      trigger_id=None)).raise_for_status()
