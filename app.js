@@ -1,8 +1,9 @@
-// The race's live part, drawn in the browser: each update from the server (the #feed component's
-// value, JSON) carries only the new tokens and a few chart points; this appends them to the panes
-// and redraws the chart's two lines. Model text goes in as text nodes, never as markup.
+// The race, drawn in the browser: each update from the server (the #feed component's value, JSON,
+// render.on_page) carries the markup of the page's elements that changed (status, speed-up, stats,
+// summary), which this sets, and only the new tokens and a few chart points, which it appends to
+// the panes and draws as the chart's two lines. Model text goes in as text nodes, never as markup.
 // Runs as gr.HTML's js_on_load: `element`, `props` and `watch` are Gradio's.
-const state = { watch: null, points: { ar: [], sp: [] }, shown: { ar: 0, sp: 0 }, drawn: false };
+const state = { watch: null, points: { ar: [], sp: [] }, shown: { ar: 0, sp: 0 }, drawn: false, markup: {} };
 const pane = (lane) => document.querySelector(`.pane[data-lane="${lane}"]`);
 
 function append(lane, pieces, full) {
@@ -64,10 +65,24 @@ function draw() {
   }
 }
 
+// An element's markup goes where Gradio rendered its first value; unchanged, it is left alone.
+function set(id, markup) {
+  if (state.markup[id] === markup) return;
+  const box = document.querySelector(`#${id} .html-container > div`);
+  if (!box) return;
+  box.innerHTML = markup;
+  state.markup[id] = markup;
+}
+
 function show() {
   if (!props.value) return;
   let update;
   try { update = JSON.parse(props.value); } catch (error) { return; }
+  for (const [id, markup] of Object.entries(update.html || {})) set(id, markup);
+  if (update.feed) tokens(update.feed);
+}
+
+function tokens(update) {
   if (update.reset || update.watch !== state.watch) {
     state.watch = update.watch;
     state.max = update.max;

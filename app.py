@@ -8,7 +8,6 @@ it to every visitor who asks for it; this file only renders what it yields.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 import os
 import sys
@@ -18,6 +17,7 @@ from typing import Iterator
 
 import gradio as gr
 
+import outputs
 import render
 from page_fix import MIDDLEWARE
 from spec.config import F32
@@ -82,13 +82,6 @@ LEAD = ("**Autoregressive** decoding writes one token per pass of the target mod
 # --- Handlers ----------------------------------------------------------------------------------
 
 
-def _page(update: render.PageUpdate) -> tuple:
-    """render's PageUpdate as Gradio's outputs, a field per component of `race_outputs` below, in
-    the same order: None leaves a component as it is."""
-    *html, live = (gr.skip() if value is None else value for value in update)
-    return (*html, live if update.race_it_live is None else gr.Button(visible=update.race_it_live))
-
-
 def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed,
              max_new_tokens, exact) -> tuple[Preset, RaceRequest]:
     pair = choose_pair(PRESET_BY_LABEL, preset_label, drafter, {v: n for n, v in DRAFTER_CHOICES},
@@ -104,10 +97,10 @@ def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dyna
 
 def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, drafter: str, k: float,
          dynamic_k: bool, temperature: float, top_p: float, seed: float | None, max_new_tokens: float, exact: bool,
-         request: gr.Request, fresh: bool = False) -> Iterator[tuple]:
+         request: gr.Request, *, fresh: bool = False, shown=outputs.api) -> Iterator[tuple]:
     """The race the visitor asks for, as it was computed (a replay), is being computed (joined) or
-    will be once its turn comes (live); yields the page's (status, speed-up, feed, ar stats, spec
-    stats, summary, numbers, "race it live")."""
+    will be once its turn comes (live); yields the API's (status, speed-up, feed, ar stats, spec
+    stats, summary, numbers, "race it live"), or what `shown` makes of each update."""
     session = getattr(request, "session_hash", None) or ""
     with sessions.track(session) as cancel:
         pair = None
@@ -117,18 +110,18 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
             # One place in line per visitor: a race this session still waits for is replaced by this one.
             recording, how = scheduler.submit(wanted, fresh, session or None, cancel)
         except Busy as full:
-            yield _page(render.busy(full.running, full.waiting))
+            yield shown(render.busy(full.running, full.waiting))
             return
         except (ValueError, ModelError) as error:
             message = readable(str(error), pair, ALLOW_LOCAL_MODELS)
-            yield _page(render.failure(message))
+            yield shown(render.failure(message))
             raise gr.Error(message, print_exception=False) from None
         try:
             watch_id, first = next(_watches), True
             for view in watch(recording, how, scheduler.place, cancel, S.update_seconds):
                 if view.phase == RacePhase.FAILED:
                     view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
-                yield _page(render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
+                yield shown(render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
                                            first, watch_id))
                 first = first and view.phase in (RacePhase.WAITING, RacePhase.LOADING)  # the panes reset with the first tokens
             if view.phase == RacePhase.FAILED:
@@ -137,14 +130,8 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
             scheduler.leave(recording)
 
 
-def race_live(*args, **kwargs) -> Iterator[tuple]:
-    """The same race, computed afresh (not a replay); its inputs are race's, named the same in the API."""
-    yield from race(*args, **kwargs, fresh=True)
-
-
-race_live.__signature__ = inspect.signature(race).replace(
-    parameters=[p for p in inspect.signature(race).parameters.values() if p.name != "fresh"])
-race_live.__annotations__ = {name: kind for name, kind in race.__annotations__.items() if name != "fresh"}
+race_live = outputs.variant(race, "The same race, computed afresh (not a replay); its inputs are race's, named the same in the API.",
+                            fresh=True)
 
 
 def stop(request: gr.Request) -> None:
@@ -287,10 +274,17 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     # so every visitor's watch runs at once; the scheduler keeps the line. Preprocessing is off: the
     # race checks its inputs itself, for page and API alike. Stop and the preset switch skip the queue.
     race_inputs = [prompt, preset, custom_target, custom_draft, drafter, k, dynamic_k, temperature, top_p, seed, max_new_tokens, exact]
+    # The API answers with an output per element; the page takes one, whose markup app.js sets (each
+    # output is a component Gradio re-renders, with its status tracker, on every update).
     race_outputs = [status, speedup, feed, ar_stats, spec_stats, summary, numbers, live_button]
-    watching = dict(concurrency_id="race", concurrency_limit=100, preprocess=False, show_progress="hidden")
-    run.click(race, race_inputs, race_outputs, api_name="race", **watching)
-    live_button.click(race_live, race_inputs, race_outputs, api_name="race_live", **watching)
+    shown = [feed, numbers, live_button]
+    heavy = dict(concurrency_id="race", concurrency_limit=100, preprocess=False, show_progress="hidden")
+    on_page = dict(api_visibility="private", **heavy)  # named: else they take race's name, and the API's /race another
+    run.click(outputs.variant(race, shown=outputs.page), race_inputs, shown, api_name="race_page", **on_page)
+    live_button.click(outputs.variant(race, fresh=True, shown=outputs.page), race_inputs, shown, api_name="race_live_page", **on_page)
+    api = gr.Button(visible=False)  # /race and /race_live's trigger: no visitor presses it
+    api.click(race, race_inputs, race_outputs, api_name="race", **heavy)
+    api.click(race_live, race_inputs, race_outputs, api_name="race_live", **heavy)
     stop_button.click(stop, None, None, queue=False, api_name="stop")
     quiet = dict(queue=False, api_visibility="private", show_progress="hidden")
     preset.change(choose_preset, preset, [drafter, custom_row, preset_notes], **quiet)

@@ -371,6 +371,17 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     )
 
 
+# The elements (their elem_id in app.py) whose markup app.js sets from the page's one output.
+PAGE_IDS = {"status": "status", "speedup": "speedup", "ar_stats": "ar-stats", "spec_stats": "spec-stats", "summary": "summary"}
+
+
+def on_page(update: PageUpdate) -> str:
+    """An update as the page's one output, for app.js: the markup of each element it changes, by
+    id, and the feed. Gradio then renders one component per message rather than one per element."""
+    markup = {PAGE_IDS[name]: getattr(update, name) for name in PAGE_IDS if getattr(update, name) is not None}
+    return f'{{"html":{json.dumps(markup, separators=(",", ":"))},"feed":{update.feed or "null"}}}'
+
+
 def failure(message: str) -> PageUpdate:
     """A race that could not start: its sentence next to Race; the previous race stays on screen."""
     return PageUpdate(status(html.escape(message), "error"))

@@ -5,6 +5,7 @@ Playwright with Debian's Chromium checks the real page (and that closing the tab
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib
 import os
@@ -421,16 +422,25 @@ window.requestAnimationFrame = (callback) => { window.__frames++; return request
 """
 
 
+@contextlib.contextmanager
+def instrumented_page(browser, url: str, script: str):
+    """The page in a context of its own with `script` run before the page's own, once it shows Race."""
+    context = browser.new_context()
+    context.add_init_script(script)
+    page = context.new_page()
+    try:
+        page.goto(url, wait_until="domcontentloaded")
+        page.locator("#run").wait_for(timeout=30_000)
+        yield page
+    finally:
+        context.close()
+
+
 def test_an_open_page_draws_no_frames_while_nothing_changes(served, browser):
     """Gradio's loading screen leaves its status tracker's frame loop running (60 frames a second,
     for as long as the page is open, on the race's cores); page_fix.py stops it. A race's page
     still draws its chart, and a page left alone after it draws nothing."""
-    context = browser.new_context()
-    context.add_init_script(COUNT_FRAMES)
-    page = context.new_page()
-    try:
-        page.goto(served.url, wait_until="domcontentloaded")
-        page.locator("#run").wait_for(timeout=30_000)
+    with instrumented_page(browser, served.url, COUNT_FRAMES) as page:
 
         def frames_in(seconds: float) -> int:
             before = page.evaluate("window.__frames")
@@ -447,8 +457,40 @@ def test_an_open_page_draws_no_frames_while_nothing_changes(served, browser):
         page.locator("#summary").get_by_text("Greedy").wait_for(timeout=60_000)
         assert page.locator("#race-chart svg polyline").count() == 2, "the chart is drawn in an animation frame"
         assert goes_quiet(5) and frames_in(1.5) <= 1, "a page left alone after a race keeps asking for frames"
-    finally:
-        context.close()
+
+
+# Which Gradio components' status trackers change while the page runs, by the component's id (the
+# inputs' change as an event starts and ends).
+COUNT_TRACKERS = """
+window.__trackers = new Set();
+new MutationObserver((records) => {
+  for (const r of records) {
+    const node = r.target.nodeType === 1 ? r.target : r.target.parentElement;
+    const tracker = node && node.closest('[data-testid="status-tracker"]');
+    if (tracker) window.__trackers.add(tracker.parentElement.closest("[id]").id);
+  }
+}).observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+"""
+
+
+def test_a_race_updates_one_component_a_message_and_the_page_still_shows_everything(served, browser):
+    """Gradio handles each output of an update (its props, its status tracker) in the browser that
+    shares the race's cores: the page's race has one output an update, and app.js sets the status,
+    the speed-up, both lanes' numbers and the summary from it. The API still answers with each."""
+    with instrumented_page(browser, served.url, COUNT_TRACKERS) as page:
+        time.sleep(1.0)  # the page's load events are done
+        page.evaluate("window.__trackers.clear()")
+        page.locator("#prompt textarea").fill("One output an update")
+        page.locator("#run").click()
+        page.locator("#status").get_by_text("Racing live").wait_for(timeout=30_000)
+        page.locator("#summary").get_by_text("Greedy").wait_for(timeout=60_000)
+        assert "decode tokens/s" in page.locator("#ar-stats").inner_text()
+        assert "tokens per target call" in page.locator("#spec-stats").inner_text()
+        assert "×" in page.locator("#speedup").inner_text()
+        changed = set(page.evaluate("[...window.__trackers]")) & set(served.app.render.PAGE_IDS.values())
+        assert not changed, f"Gradio re-rendered {changed} (their status trackers changed): app.js should set them"
+    api = client(served).predict(**race_args(served, "One output an update"), api_name="/race")
+    assert "decode tokens/s" in api[3] and "tokens per target call" in api[4] and api[6]["speculative"]["text"], "the API's outputs, each"
 
 
 def test_phone_width_and_dark_mode_stay_readable(served, browser):

@@ -43,7 +43,8 @@ def test_model_text_reaches_the_page_as_text_never_markup():
     pieces = [("<b>x</b>", "accepted"), (" & <script>", "bonus")]
     update = json.loads(render.feed(_view(pieces), True, 7, 64))
     assert update["lanes"]["sp"]["pieces"] == [list(piece) for piece in pieces] and update["reset"] and update["watch"] == 7
-    # The browser puts each piece in as a text node; innerHTML is written only with the chart's own numbers.
+    # The browser puts each piece in as a text node; innerHTML is written only with the chart's own
+    # numbers and render's own markup (render.on_page), in which model text never appears.
     assert "span.textContent = text" in APP_JS
     assert all("text" not in line for line in APP_JS.splitlines() if "innerHTML" in line)
 
@@ -142,3 +143,17 @@ def test_between_detail_refreshes_an_update_carries_only_the_new_tokens():
     view.details, view.phase = False, RacePhase.DONE
     view.verdict = verdict(view.autoregressive, view.speculative, config)
     assert all(part is not None for part in render.outputs(view, config, PROMPT_LOOKUP, False, 120)[1:7]), "the end is complete"
+
+
+def test_the_page_gets_one_output_carrying_each_changed_element_by_its_id():
+    view, config = _view([("a", "lookup")]), GenerationConfig(max_new_tokens=64)
+    view.details = True
+    update = render.outputs(view, config, PROMPT_LOOKUP, False, 120, True, 3)
+    shown = json.loads(render.on_page(update))
+    assert shown["feed"] == json.loads(update.feed)
+    assert shown["html"] == {"status": update.status, "speedup": update.speedup, "ar-stats": update.ar_stats,
+                             "spec-stats": update.spec_stats, "summary": update.summary}
+    light = json.loads(render.on_page(render.busy(1, 2)))
+    assert light["feed"] is None and list(light["html"]) == ["status"], "an element an update leaves alone is not sent"
+    layout = (Path(__file__).resolve().parents[1] / "app.py").read_text()
+    assert all(f'elem_id="{id_}"' in layout for id_ in render.PAGE_IDS.values()), "app.js sets elements by these ids"
