@@ -7,7 +7,8 @@ is still pending, so that loop runs on, a frame at a time, for as long as the pa
 browser runs its frame pipeline at the display's rate with nothing new to show. A browser sharing
 the cores with the race it shows takes that CPU from the race. The fix stops the loop once the
 tracker's element has left the page; the file is otherwise Gradio's, and a Gradio whose file does
-not hold the loop as written below is served unchanged.
+not hold the loop as written below is served unchanged. The bug, written up for Gradio:
+docs/upstream.md.
 """
 from __future__ import annotations
 
