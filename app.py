@@ -311,9 +311,9 @@ def example_requests() -> list[RaceRequest]:
 
 
 def _preload() -> None:
-    """Ask whether the Hub answers, load the quick pair and the default one, then race the page's
-    examples so that a click is a replay; progress goes to the terminal, one line a phase."""
-    hub_status.check(ALLOW_LOCAL_MODELS)
+    """Ask whether the Hub answers (beside: a silent network costs up to its timeout), load the quick
+    pair and the default one, then race the page's examples so that a click is a replay."""
+    threading.Thread(target=hub_status.check, args=(ALLOW_LOCAL_MODELS,), name="hub-check", daemon=True).start()
     if S.preload:
         pairs = {pair.label: pair.own_keys(S.device) for pair in dict.fromkeys((QUICK_PRESET, DEFAULT_PRESET))}
         ready = warmup.preload(registry, pairs, TerminalProgress(library_output.terminal(), "[app] "))
