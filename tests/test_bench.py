@@ -238,8 +238,8 @@ def test_a_run_gives_its_own_cost_curve_and_answers(smoke_run):
 
 
 def test_a_first_start_that_cannot_prepare_its_pair_is_reported_at_once(tmp_path):
-    from bench.tools.first_start import _wait_ready
-    from bench.tools.served_app import SetupError
+    from bench.tools.first_start import FAILED
+    from bench.tools.served_app import SetupError, wait_for_line
 
     class Running:
         returncode = None
@@ -250,6 +250,6 @@ def test_a_first_start_that_cannot_prepare_its_pair_is_reported_at_once(tmp_path
     log = tmp_path / "app.log"
     log.write_text("app INFO Ready: quick pair\napp WARNING Could not load the default pair: No space left on device\n")
     with pytest.raises(SetupError, match="No space left"):
-        _wait_ready(log, "Ready: the default pair", Running(), deadline=float("inf"))
+        wait_for_line(log, "Ready: the default pair", Running(), timeout=5, fail=FAILED, every=0.01)
     log.write_text("app INFO Ready: the default pair (offline)\n")
-    _wait_ready(log, "Ready: the default pair", Running(), deadline=float("inf"))
+    wait_for_line(log, "Ready: the default pair", Running(), timeout=5, fail=FAILED, every=0.01)

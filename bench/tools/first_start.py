@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,9 +28,10 @@ import threading
 import time
 from pathlib import Path
 
-from bench.tools.served_app import REPO, Parser, SetupError, free_port, machine, numbers_of, page, stop_app
+from bench.tools.served_app import REPO, Parser, SetupError, free_port, machine, numbers_of, page, stop_app, wait_for_line
 
 _CGROUP_V1, _CGROUP_V2 = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
+FAILED = r"Could not load"  # the app's log line when a pair could not be prepared
 
 
 class TreeMemory:
@@ -155,7 +157,7 @@ def run(prepare: bool, limit_gb: float | None, timeout: float) -> dict:
                     raise SetupError(f"prepare exited with {process.returncode}; see {log}")
                 figures["seconds"] = round(time.monotonic() - started, 1)
             else:
-                _wait_ready(log, f"Ready: {click.preset}", process, started + timeout)
+                wait_for_line(log, "Ready: " + re.escape(click.preset), process, timeout, fail=FAILED, every=0.2)
                 figures["ready_seconds"] = round(time.monotonic() - started, 1)
                 figures.update(_race(port, click, timeout))
                 figures["verdict_seconds"] = round(time.monotonic() - started, 1)
@@ -169,21 +171,6 @@ def run(prepare: bool, limit_gb: float | None, timeout: float) -> dict:
             cgroup.remove()
         shutil.rmtree(folder, ignore_errors=True)
     return figures
-
-
-def _wait_ready(log: Path, ready: str, process: subprocess.Popen, deadline: float) -> None:
-    """Until the app's log says `ready`; SetupError if it says it could not load a pair, or exits."""
-    while time.monotonic() < deadline:
-        lines = log.read_text(errors="replace").splitlines()
-        if any(ready in line for line in lines):
-            return
-        failed = [line for line in lines if "Could not load" in line]
-        if failed:
-            raise SetupError(f"the app could not prepare a pair: {failed[0].strip()[:300]} (see {log})")
-        if process.poll() is not None:
-            raise SetupError(f"app.py exited with {process.returncode} before it was ready; see {log}")
-        time.sleep(0.2)
-    raise SetupError(f"the default pair was not ready in time; see {log}")
 
 
 def _race(port: int, click, timeout: float) -> dict:

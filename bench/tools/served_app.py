@@ -93,9 +93,10 @@ def wait_until(predicate, timeout: float, message: str, every: float = 0.5):
         time.sleep(every)
 
 
-def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float, fail: str | None = None) -> str:
-    """The first line of the app's log matching `pattern` (a regex); SetupError if the app exits,
-    a line matches `fail`, or `timeout` passes."""
+def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float, fail: str | None = None,
+                  every: float = 0.5) -> str:
+    """The first line of the app's log matching `pattern` (a regex), read every `every` seconds;
+    SetupError if the app exits, a line matches `fail`, or `timeout` passes."""
     def found():
         if process.poll() is not None:
             raise SetupError(f"app.py exited with {process.returncode}; see {log}")
@@ -105,7 +106,7 @@ def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: f
             if fail and re.search(fail, line):
                 raise SetupError(f"the app said: {line.strip()[:300]} (see {log})")
         return None
-    return wait_until(found, timeout, f"no line matching {pattern!r} in {log} within {timeout:.0f} s")
+    return wait_until(found, timeout, f"no line matching {pattern!r} in {log} within {timeout:.0f} s", every)
 
 
 # --- Driving the page in a browser -------------------------------------------------------------
