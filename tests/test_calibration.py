@@ -5,8 +5,8 @@ import pytest
 from spec.config import DEFAULT_PRECISION, ModelKey
 from spec.decoding.engine import generate
 from spec.decoding.policy import CallCosts, DynamicK, PairMemory, Round
-from spec.models import calibration, tuning
-from spec.models.calibration import CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
+from spec.models import calibration, registry, tuning
+from spec.models.calibration import CALIBRATED_WIDTHS, CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
 from spec.models.registry import load_model
 from tests.conftest import models_dir_at
 
@@ -30,22 +30,23 @@ def test_a_curve_times_every_width_and_is_kept_for_the_next_start(tiny_pairs, tm
     assert curve_for(target.model, xml, tmp_path, widths=(1, 2, 5)) == curve
 
 
-def test_widths_tuning_timed_are_taken_and_only_the_others_timed(tiny_pairs, tmp_path, monkeypatch):
+def test_tuning_times_enough_to_choose_and_the_chosen_curve_is_timed_whole(tiny_pairs, tmp_path, monkeypatch):
+    """Candidates are timed at a few widths, once per run; the curve the schedules read is timed in
+    one measurement, none of its widths taken from tuning's, timed at another moment."""
     target = tiny_pairs["llama"][0]
     xml = target.resolved.path / "openvino_model.xml"
     timed = []
 
-    def measure(model, widths):
-        timed.append(widths)
+    def measure(model, widths, repeats=calibration._REPEATS):
+        timed.append((widths, repeats))
         return CallCurve({w: 0.5 for w in widths}, calibration.machine())
 
+    monkeypatch.setattr(tuning, "measure_curve", measure)
     monkeypatch.setattr(calibration, "measure_curve", measure)
-    known = CallCurve({1: 0.1, 2: 0.11, 9: 0.2}, calibration.machine())
-    curve = curve_for(target.model, xml, tmp_path, widths=(1, 2, 9, 17), known=known)
-    assert timed == [(17,)] and curve.seconds == {1: 0.1, 2: 0.11, 9: 0.2, 17: 0.5}
-    elsewhere = CallCurve({1: 0.1}, {**calibration.machine(), "cpu": "another CPU"})  # another machine's: timed again
-    curve_for(target.model, xml, tmp_path / "other", widths=(1, 2), known=elsewhere)
-    assert timed[-1] == (1, 2)
+    chosen = tuning.tune(xml, tmp_path)
+    assert timed == [(tuning._WIDTHS, 1)] * len(tuning.CANDIDATES) and set(chosen.curves) == set(tuning.CANDIDATES)
+    curve = curve_for(target.model, xml, tmp_path, widths=(1, 2, 9, 17))
+    assert timed[-1] == ((1, 2, 9, 17), calibration._REPEATS) and curve.seconds == {1: 0.5, 2: 0.5, 9: 0.5, 17: 0.5}
 
 
 def test_a_kept_curve_belongs_to_its_machine_and_its_compile_settings(tiny_pairs, tmp_path, monkeypatch):
@@ -70,7 +71,7 @@ def _fake_tuning(monkeypatch, curves: dict[str, dict[int, float] | Exception]):
     monkeypatch.setattr(tuning, "CANDIDATES", {name: {"NAME": name} for name in curves})
     monkeypatch.setattr(tuning, "compile_model", lambda xml, precision, device, cache, ids, settings: settings["NAME"])
 
-    def measure(name, widths):
+    def measure(name, widths, repeats=1):
         if isinstance(curves[name], Exception):
             raise curves[name]
         return CallCurve({w: STEP * c for w, c in curves[name].items()}, calibration.machine())
@@ -83,7 +84,7 @@ def test_a_model_that_only_steps_is_tuned_on_its_step_alone(tiny_pairs, tmp_path
     _fake_tuning(monkeypatch, {"quick step": {1: 0.9}, "slow step": {1: 1.0}})
     timed = []
     measure = tuning.measure_curve
-    monkeypatch.setattr(tuning, "measure_curve", lambda model, widths: timed.append(widths) or measure(model, widths))
+    monkeypatch.setattr(tuning, "measure_curve", lambda model, widths, repeats: timed.append(widths) or measure(model, widths))
     chosen = tuning.tune(xml, tmp_path, steps_only=True)
     assert (chosen.steps, chosen.rounds) == ("quick step", "quick step") and timed == [(1,), (1,)]
 
@@ -166,6 +167,12 @@ def test_speculation_gets_its_own_compiled_copy_only_where_tuning_found_one_clea
         monkeypatch.setattr(target, "tuning", tuning.Tuning("openvino", "groups of 128", target.tuning.curves))
         rounds, curve = target.for_rounds()
         assert rounds is not target.model and target.for_rounds()[0] is rounds  # compiled once, then shared
-        assert rounds.properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128" and curve is not None
+        assert rounds.properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128" and tuple(curve.seconds) == CALIBRATED_WIDTHS
         assert generate("hello", target, prompt_lookup=True, max_new_tokens=8).stats.compiled_with == "groups of 128"
         assert generate("hello", target, max_new_tokens=8).stats.compiled_with == "openvino"
+
+        # Loaded so, the step's copy has no curve timed: the schedules read the copy that verifies.
+        two_copies = tuning.Tuning("openvino", "groups of 128", target.tuning.curves)
+        monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: two_copies)
+        monkeypatch.setattr(calibration, "measure_curve", lambda *args: pytest.fail("timed the step's copy"))
+        assert load_model(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)).curve is None

@@ -161,20 +161,17 @@ def _read(path: Path) -> dict:
 
 
 def curve_for(model: CompiledLM, xml: Path, folder: Path, report: ProgressFn = ignore, name: str = "the model",
-              widths: tuple[int, ...] = CALIBRATED_WIDTHS, known: CallCurve | None = None) -> CallCurve:
+              widths: tuple[int, ...] = CALIBRATED_WIDTHS) -> CallCurve:
     """`model`'s curve on this machine: the one kept in `folder`, else measured now (reporting to
-    `report`) and kept there. `known`: widths already timed on this machine for a model compiled
-    with the same properties (spec.models.tuning's), taken as they are: only the others are timed."""
+    `report`) and kept there. Every width is timed in the same measurement: widths timed at another
+    moment (tuning's) would carry the host's speed then into the curve's shape."""
     key = calibration_key(xml, model.properties, ",".join(map(str, widths)))
     curve = kept_curve(folder, key)
     if curve is None:
-        reuse = known.seconds if known is not None and known.machine == machine() else {}
         with timing_alone(folder), phase(report, f"Timing {name}'s calls of each width on this CPU (once per machine)"):
             curve = kept_curve(folder, key)  # another process may have timed it meanwhile
             if curve is None:
-                missing = tuple(width for width in widths if width not in reuse)
-                measured = measure_curve(model, missing).seconds if missing else {}
-                curve = CallCurve({width: measured.get(width, reuse.get(width)) for width in widths}, machine())
+                curve = measure_curve(model, widths)
         keep_curve(folder, key, curve)
     return curve
 

@@ -44,7 +44,9 @@ class LoadedModel:
     eos_token_ids: set[int]
     size_bytes: int  # weights on disk: what the memory budget counts
     token_ids: np.ndarray | None = field(default=None, repr=False)  # the token each logit stands for; None: logit i is token i
-    curve: CallCurve | None = field(default=None, repr=False)  # what its calls cost per width on this machine; None: not timed (a draft's cut head)
+    # What its calls cost per width on this machine; None: not timed (a draft's cut head, or
+    # speculation verifies with a copy of its own, whose curve for_rounds gives).
+    curve: CallCurve | None = field(default=None, repr=False)
     tuning: Tuning | None = field(default=None, repr=False)  # how it was compiled for each method; None: the precision's properties
     _rounds: tuple[CompiledLM, CallCurve] | None = field(default=None, repr=False)
     _rounds_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -72,7 +74,7 @@ class LoadedModel:
                 compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key), self.token_ids,
                                          CANDIDATES[self.tuning.rounds])
                 compiled.warm_up()  # its first calls pay one-off costs: not a generation's
-                self._rounds = compiled, curve_for(compiled, xml, models_dir(), known=self.tuning.curves.get(self.tuning.rounds))
+                self._rounds = compiled, curve_for(compiled, xml, models_dir())
             return self._rounds
 
     @functools.cached_property
@@ -122,9 +124,10 @@ def load_model(
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
             compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                      CANDIDATES[tuning.steps] if tuning else None)
-        if not drafts_only:  # once per machine too: a target's schedules price each verify width from it
-            curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref,
-                              known=tuning.curves.get(tuning.steps) if tuning else None)
+        # Once per machine too: a target's schedules price each verify width from the curve of the
+        # model they verify with, this one unless speculation gets a copy of its own (for_rounds).
+        if not drafts_only and (tuning is None or tuning.rounds == tuning.steps):
+            curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error

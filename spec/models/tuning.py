@@ -30,8 +30,13 @@ CANDIDATES: dict[str, dict[str, str]] = {
     "groups of 128": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},  # wider groups: cheaper wide calls on many CPUs
     "f32, groups of 128": {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},
 }
-# Widths timed per candidate: a step and the verify calls the schedules use most.
-_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 9)
+# Widths timed per candidate, enough to choose between them: a step and every other verify width
+# up to 9, where the schedules' calls lie (w2 and w4 both: the AVX2 EPYC's w4 cost less than its
+# w3). Each is timed once per run of measure_curve, not thrice: timing is most of tuning and grows
+# with a step's cost. The settings chosen then have their whole curve timed in one go
+# (spec.models.calibration.curve_for), so the schedules never read widths timed minutes apart.
+_WIDTHS = (1, 2, 4, 6, 9)
+_REPEATS = 1
 # A draft kept with this probability, drafted for free: how the candidates' verify calls are
 # weighed against each other. The choice depends on the curve's shape, not much on this value.
 _NOMINAL_ALPHA = 0.7
@@ -46,7 +51,7 @@ class Tuning:
 
     steps: str  # the fastest one-token step: autoregressive decoding's (and a draft model's)
     rounds: str  # the most tokens per second in verify rounds: speculative decoding's target
-    curves: dict[str, CallCurve]  # candidate -> its calls' seconds per width
+    curves: dict[str, CallCurve]  # candidate -> its calls' seconds per width, as far as choosing needed (_WIDTHS)
 
 
 def rounds_rate(curve: CallCurve) -> float:
@@ -74,7 +79,8 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
             try:
                 with timing_alone(folder), phase(report, title):
                     # Not into the compiled-blob cache: only the settings chosen are worth keeping there.
-                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), widths)
+                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), widths,
+                                          repeats=_REPEATS)
             except RuntimeError as error:
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
                 continue
