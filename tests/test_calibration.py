@@ -1,5 +1,7 @@
 """Knowing the machine: each width's cost measured and kept per machine, compile settings chosen by
 measurement per method, and schedules that price widths from this CPU's curve from the first round."""
+import io
+
 import pytest
 
 from spec.config import DEFAULT_PRECISION, ModelKey
@@ -8,6 +10,8 @@ from spec.decoding.policy import CallCosts, DynamicK, PairMemory, Round
 from spec.models import calibration, registry, tuning
 from spec.models.calibration import CALIBRATED_WIDTHS, CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
 from spec.models.registry import load_model
+from spec.progress import TerminalProgress
+from spec.serving import warmup
 from tests.conftest import models_dir_at
 
 STEP = 0.1  # seconds of a one-token step in the made-up curves below
@@ -176,3 +180,9 @@ def test_speculation_gets_its_own_compiled_copy_only_where_tuning_found_one_clea
         monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: two_copies)
         monkeypatch.setattr(calibration, "measure_curve", lambda *args: pytest.fail("timed the step's copy"))
         assert load_model(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)).curve is None
+
+        # The server's preload compiles speculation's copy before it says Ready: not in the first race.
+        shared, said = registry.ModelRegistry(), io.StringIO()
+        ready = warmup.preload(shared, {"pair": [ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)]}, TerminalProgress(said))
+        assert ready == {"pair"} and shared.get(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION))._rounds is not None
+        assert "for verify calls (groups of 128)" in said.getvalue()

@@ -62,19 +62,20 @@ class LoadedModel:
             return f"{self.key.precision} precision"
         return self.tuning.rounds if speculative else self.tuning.steps
 
-    def for_rounds(self) -> tuple[CompiledLM, CallCurve | None]:
+    def for_rounds(self, progress: ProgressFn = ignore) -> tuple[CompiledLM, CallCurve | None]:
         """The compiled model speculative decoding verifies with, and its calls' curve: the one
         compiled for steps, unless tuning found settings that make verify rounds clearly faster
-        (compiled on first use, then shared)."""
+        (compiled on first use, its curve timed once per machine, then shared; `progress` hears of both)."""
         if self.tuning is None or self.tuning.rounds == self.tuning.steps:
             return self.model, self.curve
         with self._rounds_lock:
             if self._rounds is None:
                 xml = self.resolved.path / IR_XML
-                compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key), self.token_ids,
-                                         CANDIDATES[self.tuning.rounds])
-                compiled.warm_up()  # its first calls pay one-off costs: not a generation's
-                self._rounds = compiled, curve_for(compiled, xml, models_dir())
+                with phase(progress, f"Compiling {self.ref} for verify calls ({self.tuning.rounds})"):
+                    compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key),
+                                             self.token_ids, CANDIDATES[self.tuning.rounds])
+                    compiled.warm_up()  # its first calls pay one-off costs: not a generation's
+                self._rounds = compiled, curve_for(compiled, xml, models_dir(), progress, f"{self.ref} ({self.tuning.rounds})")
             return self._rounds
 
     @functools.cached_property

@@ -68,7 +68,7 @@ def prepare(keys: tuple[ModelKey, ...], progress: ProgressFn, compile: bool = Tr
     for key in keys:
         try:
             if compile:
-                load_model(key, progress)
+                load_model(key, progress).for_rounds(progress)  # speculation's own copy, where tuning gave it one
             else:
                 resolve_model(key.ref, key.weight_format, progress, key.hub_only)
         except ModelError as error:

@@ -33,8 +33,8 @@ def preload(registry: ModelRegistry, pairs: dict[str, list[ModelKey]], progress:
             for key in keys:  # converted first, all of them: a conversion never runs beside a compiled model
                 if not key.hub_only:
                     registry.convert(key, progress)
-            for key in keys:
-                warm_up(registry.get(key, progress))
+            for key in keys:  # speculation's own copy too, where tuning gave it one: compiled before Ready, not in a race
+                warm_up(registry.get(key, progress)).for_rounds(progress)
             ready.add(label)
             log.info("Ready: %s", label)
         except Exception as error:  # noqa: BLE001 -- the first race on this pair says what went wrong
