@@ -18,6 +18,7 @@ STEP = 0.1  # seconds of a one-token step in the made-up curves below
 # What a call of each width costs in steps: an AVX2 CPU's curve (a jump at width 5) and an AMX one's.
 AVX2 = {1: 1.0, 2: 0.99, 3: 1.26, 4: 1.13, 5: 2.0, 6: 2.0, 7: 2.3, 9: 2.71}
 AMX = {1: 1.0, 2: 1.0, 3: 1.05, 4: 1.18, 5: 1.23, 6: 1.33, 7: 1.36, 9: 1.44}
+DEAR_ROUNDS = {1: 1.0, 2: 1.4, 3: 1.8, 4: 2.2, 5: 2.6, 6: 3.0, 7: 3.4, 9: 4.2}  # verify calls dear: a made-up curve
 
 
 def test_a_curve_times_every_width_and_is_kept_for_the_next_start(tiny_pairs, tmp_path, monkeypatch):
@@ -95,7 +96,7 @@ def test_a_model_that_only_steps_is_tuned_on_its_step_alone(tiny_pairs, tmp_path
 
 def test_each_method_runs_with_the_candidate_fastest_for_it(tiny_pairs, tmp_path, monkeypatch):
     xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
-    quick_step = {1: 0.95, 2: 1.4, 3: 1.8, 4: 2.2, 5: 2.6, 6: 3.0, 7: 3.4, 9: 4.2}  # the fastest step, its verify calls dear
+    quick_step = {w: c * 0.95 for w, c in DEAR_ROUNDS.items()}  # the fastest step, its verify calls dear
     cheap_rounds = {w: c * 1.02 for w, c in AMX.items()}  # a step 2% slower, verify calls far cheaper
     broken = RuntimeError("could not create a primitive descriptor\nmore")
     _fake_tuning(monkeypatch, {"quick step": quick_step, "cheap rounds": cheap_rounds, "broken": broken})
@@ -111,6 +112,33 @@ def test_each_method_runs_with_the_candidate_fastest_for_it(tiny_pairs, tmp_path
     _fake_tuning(monkeypatch, {"broken": broken})
     with pytest.raises(ValueError, match="no way of compiling .* broken: could not create a primitive descriptor$"):
         tuning.tune(xml, tmp_path / "none")
+
+
+def test_a_split_choice_is_timed_again_so_a_slow_moment_does_not_make_it(tiny_pairs, tmp_path, monkeypatch):
+    """"quick" is timed first in a slow moment (all its calls 20% dearer): the step goes to "plain",
+    the rounds to "quick". Before two copies are made, each step is timed again, in reverse order;
+    at its quicker moment "quick" wins both. A split that holds is kept."""
+    xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
+    quick = {w: c * 0.9 for w, c in AMX.items()}
+    plain = DEAR_ROUNDS
+    _fake_tuning(monkeypatch, {"quick": quick, "plain": plain})
+    timed, fake = [], tuning.measure_curve
+
+    def measure(name, widths, repeats=1):
+        timed.append((name, widths))
+        curve = fake(name, widths)
+        slow = 1.2 if name == "quick" and len(timed) == 1 else 1.0
+        return CallCurve({w: s * slow for w, s in curve.seconds.items()}, curve.machine)
+
+    monkeypatch.setattr(tuning, "measure_curve", measure)
+    chosen = tuning.tune(xml, tmp_path / "drift")
+    assert timed == [("quick", tuning._WIDTHS), ("plain", tuning._WIDTHS), ("plain", (1,)), ("quick", (1,))]
+    assert (chosen.steps, chosen.rounds) == ("quick", "quick") and chosen.curves["quick"].step == pytest.approx(0.9 * STEP)
+    assert tuning.tune(xml, tmp_path / "drift") == chosen  # kept as corrected
+
+    _fake_tuning(monkeypatch, {"quick step": {w: c * 0.95 for w, c in DEAR_ROUNDS.items()}, "cheap rounds": AMX})
+    chosen = tuning.tune(xml, tmp_path / "real split")
+    assert (chosen.steps, chosen.rounds) == ("quick step", "cheap rounds")  # timed again, still split
 
 
 def test_a_model_at_the_default_precision_is_tuned_once_and_each_method_runs_with_its_settings(
@@ -171,7 +199,7 @@ def test_speculation_gets_its_own_compiled_copy_only_where_tuning_found_one_clea
         monkeypatch.setattr(target, "tuning", tuning.Tuning("openvino", "groups of 128", target.tuning.curves))
         rounds, curve = target.for_rounds()
         assert rounds is not target.model and target.for_rounds()[0] is rounds  # compiled once, then shared
-        assert rounds.properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128" and tuple(curve.seconds) == CALIBRATED_WIDTHS
+        assert rounds.properties["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == "128" and sorted(curve.seconds) == list(CALIBRATED_WIDTHS)
         assert generate("hello", target, prompt_lookup=True, max_new_tokens=8).stats.compiled_with == "groups of 128"
         assert generate("hello", target, max_new_tokens=8).stats.compiled_with == "openvino"
 
