@@ -114,6 +114,22 @@ def test_each_method_runs_with_the_candidate_fastest_for_it(tiny_pairs, tmp_path
         tuning.tune(xml, tmp_path / "none")
 
 
+def test_one_compiled_blob_serves_every_candidate_each_with_its_own_settings(tiny_pairs, tmp_path):
+    """What tuning relies on to compile a model once for all candidates: OpenVINO's CPU plugin keeps
+    one blob per model and applies the candidates' properties as it reads it back. Should a release
+    keep a blob per setting, this fails, and tuning would leave unchosen blobs in the models folder."""
+    from spec.models.runtime import compile_model
+
+    def shown(value) -> str:  # OpenVINO reports a precision as a type
+        return {"<Type: 'float32'>": "f32"}.get(str(value), str(value))
+
+    xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
+    for settings in tuning.CANDIDATES.values():
+        compiled = compile_model(xml, DEFAULT_PRECISION, "CPU", tmp_path, None, settings).compiled
+        assert {name: shown(compiled.get_property(name)) for name in settings} == settings
+    assert len(list(tmp_path.glob("*.blob"))) == 1
+
+
 def test_a_split_choice_is_timed_again_so_a_slow_moment_does_not_make_it(tiny_pairs, tmp_path, monkeypatch):
     """"quick" is timed first in a slow moment (all its calls 20% dearer): the step goes to "plain",
     the rounds to "quick". Before two copies are made, each step is timed again, in reverse order;

@@ -121,7 +121,8 @@ def load_model(
         drafts_only = token_ids is not None  # a head cut to the frequent tokens: a draft, which only ever steps
         if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
             # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
-            tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only)
+            tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
+                          cache_dir=cache_dir)
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
             compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                      CANDIDATES[tuning.steps] if tuning else None)

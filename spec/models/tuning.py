@@ -61,7 +61,7 @@ def rounds_rate(curve: CallCurve) -> float:
 
 
 def _at_its_quickest(curve: CallCurve, xml: Path, device: str, token_ids: np.ndarray | None,
-                     settings: dict[str, str]) -> CallCurve:
+                     settings: dict[str, str], cache_dir: Path | None) -> CallCurve:
     """`curve` at the quicker of two moments: its step timed again, later, and every width scaled
     to it where it came out quicker. Candidates are timed one after another (each is a compiled copy
     of the model in memory), and a shared host's speed drifts by 10% in seconds: timed once each,
@@ -69,7 +69,7 @@ def _at_its_quickest(curve: CallCurve, xml: Path, device: str, token_ids: np.nda
     autoregressive lane the slower settings and speculation a needless copy of its own. A curve's
     shape, timed within a few seconds, is kept."""
     try:
-        step = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), (1,),
+        step = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, settings), (1,),
                              repeats=_REPEATS).step
     except RuntimeError:
         return curve  # it ran the first time: keep what that measured
@@ -79,9 +79,13 @@ def _at_its_quickest(curve: CallCurve, xml: Path, device: str, token_ids: np.nda
 
 
 def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
-         report: ProgressFn = ignore, name: str = "the model", steps_only: bool = False) -> Tuning:
+         report: ProgressFn = ignore, name: str = "the model", steps_only: bool = False,
+         cache_dir: Path | None = None) -> Tuning:
     """Time each candidate (or read what was kept in `folder`) and choose one per method;
     `steps_only` for a model that only ever steps (a draft): its one-token step alone is timed.
+    `cache_dir`: OpenVINO's compiled-blob cache, where the model is compiled once for all candidates
+    (the CPU plugin keeps one blob per model and applies these properties as it reads it back: the
+    candidates after the first, and the chosen one's compile after tuning, read it in 0.5 s).
 
     Candidates that fail to compile or run here (a CPU without the instructions one needs) are
     left out; ValueError when none runs."""
@@ -97,8 +101,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
             title = f"Timing {name} compiled {len(CANDIDATES)} ways on this CPU (once per machine) — {number}: {candidate}"
             try:
                 with timing_alone(folder), phase(report, title):
-                    # Not into the compiled-blob cache: only the settings chosen are worth keeping there.
-                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, None, token_ids, settings), widths,
+                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, settings), widths,
                                           repeats=_REPEATS)
             except RuntimeError as error:
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
@@ -112,7 +115,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
         # Two copies of the model, each method its own: a choice worth checking against the host's drift.
         with timing_alone(folder), phase(report, f"Timing {name}'s step again each way, in reverse order"):
             for candidate in reversed(list(timed.values())):
-                curves[candidate] = _at_its_quickest(curves[candidate], xml, device, token_ids, CANDIDATES[candidate])
+                curves[candidate] = _at_its_quickest(curves[candidate], xml, device, token_ids, CANDIDATES[candidate], cache_dir)
         steps, rounds = _choose(curves, steps_only)
     for key, candidate in timed.items():
         keep_curve(folder, key, curves[candidate])
