@@ -97,7 +97,7 @@ def test_a_model_that_only_steps_is_tuned_on_its_step_alone(tiny_pairs, tmp_path
 def test_each_method_runs_with_the_candidate_fastest_for_it(tiny_pairs, tmp_path, monkeypatch):
     xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
     quick_step = {w: c * 0.95 for w, c in DEAR_ROUNDS.items()}  # the fastest step, its verify calls dear
-    cheap_rounds = {w: c * 1.02 for w, c in AMX.items()}  # a step 2% slower, verify calls far cheaper
+    cheap_rounds = {w: c * 1.02 for w, c in AMX.items()}  # a step 7% slower, verify calls far cheaper
     broken = RuntimeError("could not create a primitive descriptor\nmore")
     _fake_tuning(monkeypatch, {"quick step": quick_step, "cheap rounds": cheap_rounds, "broken": broken})
     chosen = tuning.tune(xml, tmp_path)
@@ -108,6 +108,10 @@ def test_each_method_runs_with_the_candidate_fastest_for_it(tiny_pairs, tmp_path
     _fake_tuning(monkeypatch, {"a": AMX, "b": {w: c * 0.99 for w, c in AMX.items()}})
     chosen = tuning.tune(xml, tmp_path / "other")
     assert chosen.steps == chosen.rounds == "b"
+    # Steps within noise (2%), rounds far apart: the rounds' settings serve both, in one copy.
+    _fake_tuning(monkeypatch, {"tie": {w: c * 0.98 for w, c in DEAR_ROUNDS.items()}, "cheap rounds": AMX})
+    chosen = tuning.tune(xml, tmp_path / "tie")
+    assert chosen.steps == chosen.rounds == "cheap rounds"
 
     _fake_tuning(monkeypatch, {"broken": broken})
     with pytest.raises(ValueError, match="no way of compiling .* broken: could not create a primitive descriptor$"):

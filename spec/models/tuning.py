@@ -43,6 +43,9 @@ _NOMINAL_ALPHA = 0.7
 # Speculation gets settings of its own only when they beat the step's by this much: they cost a
 # second compiled copy of the target in memory.
 _WORTH_A_SECOND_COPY = 1.05
+# Steps this close are a tie on a shared host (interleaved timings of the same settings differ by
+# as much): the autoregressive lane then runs with the settings speculation chose, in one copy.
+_SAME_STEP = 1.03
 
 
 @dataclass(frozen=True)
@@ -123,12 +126,14 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
 
 
 def _choose(curves: dict[str, CallCurve], steps_only: bool) -> tuple[str, str]:
-    """The candidate for one-token steps and the one for verify rounds (the same one unless another
-    is clearly faster at rounds)."""
+    """The candidate for one-token steps and the one for verify rounds: one for both unless one is
+    clearly faster at steps and another clearly faster at rounds."""
     steps = min(curves, key=lambda candidate: curves[candidate].step)
     if steps_only:
         return steps, steps  # no verify call timed: nothing to choose for rounds
     rounds = max(curves, key=lambda candidate: rounds_rate(curves[candidate]))
     if rounds_rate(curves[rounds]) < _WORTH_A_SECOND_COPY * rounds_rate(curves[steps]):
-        rounds = steps  # within noise: one compiled copy serves both methods
+        return steps, steps  # rounds within noise of each other: the quickest step serves both
+    if curves[rounds].step <= _SAME_STEP * curves[steps].step:
+        return rounds, rounds  # steps within noise of each other: the best rounds serve both
     return steps, rounds
