@@ -29,6 +29,7 @@ from spec.models.conversion_cache import models_dir, prepared_dir
 _CORPUS_BYTES = 16 << 20  # the whole library but its tests: its rarer modules hold much of the English
 _SKIPPED = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip"}
 _FOLDER = "draft-vocabulary"
+_TEXTS_AT_ONCE = 128  # files tokenized in one batch, in parallel
 
 
 def frequent_token_ids(tokenizer, size: int) -> np.ndarray:
@@ -53,13 +54,24 @@ def frequent_token_ids(tokenizer, size: int) -> np.ndarray:
 def _rank(tokenizer, size: int) -> np.ndarray:
     vocab = len(tokenizer)
     counts = np.zeros(vocab, dtype=np.int64)
-    for ids in tokenizer(reference_text() + [CHAT_SAMPLE] * _CHAT_SAMPLE_WEIGHT, add_special_tokens=False)["input_ids"]:
-        counts += np.bincount(np.asarray(ids, dtype=np.int64), minlength=vocab)[:vocab]
+    texts = reference_text() + [CHAT_SAMPLE] * _CHAT_SAMPLE_WEIGHT
+    for start in range(0, len(texts), _TEXTS_AT_ONCE):  # a batch at a time: its encodings are dropped before the next
+        ids = np.concatenate([np.asarray(ids, dtype=np.int64) for ids in _token_ids(tokenizer, texts[start:start + _TEXTS_AT_ONCE])])
+        counts += np.bincount(ids, minlength=vocab)[:vocab]
     special = np.array(sorted({i for i in tokenizer.all_special_ids} | set(tokenizer.added_tokens_decoder)), dtype=np.int64)
     special = special[special < vocab]
     counts[special] = counts.max() + 1  # end of turn and the chat template's markers: the draft must be able to say them
     order = np.lexsort((np.arange(vocab), -counts))  # most used first, then by id
     return np.sort(order[:size])
+
+
+def _token_ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Each text's token ids, no special tokens added. A fast tokenizer's `encode_batch_fast` skips
+    the character offsets, which counting has no use for: half the time of the usual call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch_fast"):
+        return [encoding.ids for encoding in backend.encode_batch_fast(texts, add_special_tokens=False)]
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
 
 
 def reference_text() -> list[str]:
