@@ -234,3 +234,40 @@ def test_speculation_gets_its_own_compiled_copy_only_where_tuning_found_one_clea
         ready = warmup.preload(shared, {"pair": [ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)]}, TerminalProgress(said))
         assert ready == {"pair"} and shared.get(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION))._rounds is not None
         assert "for verify calls (groups of 128)" in said.getvalue()
+
+
+def test_without_room_for_a_second_copy_speculation_verifies_with_the_steps_one(tiny_checkpoints, tiny_models_dir,
+                                                                                monkeypatch):
+    """A machine (or a container's memory limit) without room for two copies of the target: the
+    copy tuning asked for is not made, and speculation verifies with the step's, its curve timed."""
+    key = ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)
+    with models_dir_at(tiny_models_dir):
+        curves = load_model(key).tuning.curves
+        monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: tuning.Tuning("openvino", "groups of 128", curves))
+        target, said = load_model(key), []
+        monkeypatch.setattr(registry, "available_bytes", lambda: 2 * registry.LOAD_MEMORY_FACTOR * target.size_bytes - 1)
+        rounds, curve = target.for_rounds(lambda message, fraction: said.append(message))
+        assert rounds is target.model and curve is target.curve is not None and sorted(curve.seconds) == list(CALIBRATED_WIDTHS)
+        assert target.settings(speculative=True) == target.settings() == "openvino"
+        assert any(message.startswith(f"Not enough memory for a second copy of {target.ref}") for message in said)
+        assert generate("hello", target, prompt_lookup=True, max_new_tokens=8).stats.compiled_with == "openvino"
+
+
+def test_memory_left_is_the_machines_or_less_where_a_cgroup_limits_the_process(tmp_path, monkeypatch):
+    from spec.models import memory
+
+    def layout(own: str, files: dict[str, str]) -> None:
+        for name, text in files.items():
+            (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / "fs" / name).write_text(text)
+        (tmp_path / "own").write_text(own)
+        monkeypatch.setattr(memory, "_CGROUPS", tmp_path / "fs")
+        monkeypatch.setattr(memory, "_OWN_CGROUPS", tmp_path / "own")
+
+    layout("0::/space\n", {"space/memory.max": "4000000000\n", "space/memory.current": "2500000000\n"})  # v2
+    assert memory._cgroup_room() == 1_500_000_000 and memory.available_bytes() <= 1_500_000_000
+    layout("7:pids:/\n4:memory:/job\n", {"memory/job/memory.limit_in_bytes": "9223372036854771712",
+                                           "memory/job/memory.usage_in_bytes": "100"})  # v1, no limit
+    assert memory._cgroup_room() is None and memory.available_bytes() > 0
+    layout("0::/space\n", {"space/memory.max": "max\n", "space/memory.current": "1\n"})
+    assert memory._cgroup_room() is None

@@ -22,10 +22,12 @@ from spec.models.conversion_cache import models_dir
 from spec.models.draft_vocabulary import frequent_token_ids
 from spec.models.export import IR_XML
 from spec.models.hub import StopFn
+from spec.models.memory import available_bytes
 from spec.models.resolve import ResolvedModel, resolve_model
 from spec.models.runtime import CompiledLM, compile_model
 from spec.models.tuning import CANDIDATES, Tuning, tune
 from spec.models.visitors import VisitorModels
+from spec.models.weigh import LOAD_MEMORY_FACTOR, gb
 from spec.progress import ProgressFn, ignore, phase
 
 
@@ -71,6 +73,14 @@ class LoadedModel:
         with self._rounds_lock:
             if self._rounds is None:
                 xml = self.resolved.path / IR_XML
+                needed = 2 * LOAD_MEMORY_FACTOR * self.size_bytes  # the copy, and as much again for what loads beside it
+                if available_bytes() < needed:
+                    # No room for a second copy: speculation verifies with the step's settings, in this one.
+                    progress(f"Not enough memory for a second copy of {self.ref} ({gb(needed)} wanted): "
+                             f"speculation verifies with {self.tuning.steps}", None)
+                    self.tuning = Tuning(self.tuning.steps, self.tuning.steps, self.tuning.curves)
+                    self.curve = curve_for(self.model, xml, models_dir(), progress, self.ref)
+                    return self.model, self.curve
                 with phase(progress, f"Compiling {self.ref} for verify calls ({self.tuning.rounds})"):
                     compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key),
                                              self.token_ids, CANDIDATES[self.tuning.rounds])

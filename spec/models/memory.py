@@ -1,0 +1,46 @@
+"""Memory this process may still take: the machine's available memory, or less where a memory
+cgroup (a container's `--memory`, a Space's limit) caps the process below what the machine has."""
+from __future__ import annotations
+
+from pathlib import Path
+
+_CGROUPS = Path("/sys/fs/cgroup")
+_OWN_CGROUPS = Path("/proc/self/cgroup")
+
+
+def available_bytes() -> int:
+    """What can still be allocated before the machine or this process's memory cgroup runs out."""
+    import psutil
+
+    machine = psutil.virtual_memory().available
+    room = _cgroup_room()
+    return machine if room is None else min(machine, room)
+
+
+def _cgroup_room() -> int | None:
+    """The cgroup's limit less what it holds (cgroup v2 or v1's memory controller); None without a limit."""
+    try:
+        lines = _OWN_CGROUPS.read_text().splitlines()
+    except OSError:
+        return None  # not Linux
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: limit and usage in the unified hierarchy
+            room = _room(_CGROUPS / path.lstrip("/"), "memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            room = _room(_CGROUPS / "memory" / path.lstrip("/"), "memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        if room is not None:
+            return room
+    return None
+
+
+def _room(folder: Path, limit_file: str, usage_file: str) -> int | None:
+    try:
+        limit, usage = (folder / limit_file).read_text().strip(), (folder / usage_file).read_text().strip()
+    except OSError:
+        return None  # the controller is not mounted there (inside a container, the root of its own)
+    if limit == "max" or int(limit) >= 1 << 60:  # no limit (v1 says so with a huge number)
+        return None
+    return max(0, int(limit) - int(usage))
