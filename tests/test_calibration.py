@@ -266,6 +266,8 @@ def test_memory_left_is_the_machines_or_less_where_a_cgroup_limits_the_process(t
 
     layout("0::/space\n", {"space/memory.max": "4000000000\n", "space/memory.current": "2500000000\n"})  # v2
     assert memory._cgroup_room() == 1_500_000_000 and memory.available_bytes() <= 1_500_000_000
+    layout("0::/space\n", {"space/memory.stat": "anon 1500000000\ninactive_file 1000000000\n"})  # files read long ago: the kernel's to drop
+    assert memory._cgroup_room() == 2_500_000_000
     layout("7:pids:/\n4:memory:/job\n", {"memory/job/memory.limit_in_bytes": "9223372036854771712",
                                            "memory/job/memory.usage_in_bytes": "100"})  # v1, no limit
     assert memory._cgroup_room() is None and memory.available_bytes() > 0

@@ -26,9 +26,10 @@ def _cgroup_room() -> int | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # v2: limit and usage in the unified hierarchy
-            room = _room(_CGROUPS / path.lstrip("/"), "memory.max", "memory.current")
+            room = _room(_CGROUPS / path.lstrip("/"), "memory.max", "memory.current", "inactive_file")
         elif "memory" in controllers.split(","):
-            room = _room(_CGROUPS / "memory" / path.lstrip("/"), "memory.limit_in_bytes", "memory.usage_in_bytes")
+            room = _room(_CGROUPS / "memory" / path.lstrip("/"), "memory.limit_in_bytes", "memory.usage_in_bytes",
+                         "total_inactive_file")
         else:
             continue
         if room is not None:
@@ -36,11 +37,17 @@ def _cgroup_room() -> int | None:
     return None
 
 
-def _room(folder: Path, limit_file: str, usage_file: str) -> int | None:
+def _room(folder: Path, limit_file: str, usage_file: str, reclaimable: str) -> int | None:
+    """The limit less the usage, files read long ago (`reclaimable` in memory.stat) not counted:
+    the kernel drops those first, as `docker stats` leaves them out."""
     try:
         limit, usage = (folder / limit_file).read_text().strip(), (folder / usage_file).read_text().strip()
     except OSError:
         return None  # the controller is not mounted there (inside a container, the root of its own)
     if limit == "max" or int(limit) >= 1 << 60:  # no limit (v1 says so with a huge number)
         return None
-    return max(0, int(limit) - int(usage))
+    try:
+        stats = dict(line.split() for line in (folder / "memory.stat").read_text().splitlines() if line.count(" ") == 1)
+    except OSError:
+        stats = {}
+    return max(0, int(limit) - int(usage) + int(stats.get(reclaimable, 0)))
