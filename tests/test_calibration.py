@@ -273,3 +273,6 @@ def test_memory_left_is_the_machines_or_less_where_a_cgroup_limits_the_process(t
     assert memory._cgroup_room() is None and memory.available_bytes() > 0
     layout("0::/space\n", {"space/memory.max": "max\n", "space/memory.current": "1\n"})
     assert memory._cgroup_room() is None
+    # In a container, /proc says /docker/<id> and its own cgroup is mounted as the root.
+    layout("4:memory:/docker/abc\n", {"memory/memory.limit_in_bytes": "16000000000", "memory/memory.usage_in_bytes": "6000000000"})
+    assert memory._cgroup_room() == 10_000_000_000

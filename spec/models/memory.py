@@ -26,14 +26,15 @@ def _cgroup_room() -> int | None:
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # v2: limit and usage in the unified hierarchy
-            room = _room(_CGROUPS / path.lstrip("/"), "memory.max", "memory.current", "inactive_file")
+            root, files = _CGROUPS, ("memory.max", "memory.current", "inactive_file")
         elif "memory" in controllers.split(","):
-            room = _room(_CGROUPS / "memory" / path.lstrip("/"), "memory.limit_in_bytes", "memory.usage_in_bytes",
-                         "total_inactive_file")
+            root, files = _CGROUPS / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")
         else:
             continue
-        if room is not None:
-            return room
+        # Inside a container the process's own cgroup is mounted as the root, under another name.
+        for folder in (root / path.lstrip("/"), root):
+            if (folder / files[0]).exists():
+                return _room(folder, *files)
     return None
 
 
