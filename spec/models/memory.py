@@ -44,7 +44,7 @@ def _room(folder: Path, limit_file: str, usage_file: str, reclaimable: str) -> i
     try:
         limit, usage = (folder / limit_file).read_text().strip(), (folder / usage_file).read_text().strip()
     except OSError:
-        return None  # the controller is not mounted there (inside a container, the root of its own)
+        return None  # gone meanwhile, or not readable: no limit known
     if limit == "max" or int(limit) >= 1 << 60:  # no limit (v1 says so with a huge number)
         return None
     try:

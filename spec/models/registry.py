@@ -78,8 +78,8 @@ class LoadedModel:
                     # No room for a second copy: speculation verifies with the step's settings, in this one.
                     progress(f"Not enough memory for a second copy of {self.ref} ({gb(needed)} wanted): "
                              f"speculation verifies with {self.tuning.steps}", None)
+                    self.curve = curve_for(self.model, xml, models_dir(), progress, self.ref)  # before the tuning says one copy
                     self.tuning = Tuning(self.tuning.steps, self.tuning.steps, self.tuning.curves)
-                    self.curve = curve_for(self.model, xml, models_dir(), progress, self.ref)
                     return self.model, self.curve
                 with phase(progress, f"Compiling {self.ref} for verify calls ({self.tuning.rounds})"):
                     compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key),
