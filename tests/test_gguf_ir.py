@@ -6,6 +6,8 @@ takes seconds.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import openvino as ov
 import pytest
@@ -25,9 +27,16 @@ def smollm2_gguf():
 
 @pytest.fixture(scope="module")
 def int8_ir(smollm2_gguf, tmp_path_factory):
-    out = tmp_path_factory.mktemp("int8")
+    return _converted(smollm2_gguf, tmp_path_factory.mktemp("int8"), INT8, overlap=True)
+
+
+def _converted(path, out, weight_format: str, overlap: bool):
+    """`path` converted into `out`, its weights compressed while the graph is built or after it; and the progress heard."""
     steps = []
-    gguf_ir.convert(smollm2_gguf, out, INT8, lambda fraction, detail: steps.append((fraction, detail)))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gguf_ir, "ROOM_TO_OVERLAP", 0 if overlap else 10**12)
+        gguf_ir.convert(path, out, weight_format, lambda fraction, detail: steps.append((fraction, detail)))
+    assert any("while the graph is built" in detail for _, detail in steps) == overlap
     return out, steps
 
 
@@ -83,6 +92,34 @@ def test_each_weight_is_the_files_own_under_the_rows_the_reader_gave_it(int8_ir,
     rows = np.concatenate([h * head + interleave for h in range(query.shape[0] // head)])
     assert not np.allclose(ir_query, query, atol=1e-2)  # the reader did reorder them
     assert np.allclose(ir_query, query[rows], atol=np.abs(query).max() / 100)
+
+
+def test_weights_compressed_while_the_graph_is_built_make_the_same_ir_as_after_it(int8_ir, smollm2_gguf, tmp_path):
+    # SmolLM2 is a Llama: rows compressed in the file's order are reordered as the reader's graph has them.
+    after, steps = _converted(smollm2_gguf, tmp_path / "int8", INT8, overlap=False)
+    assert [fraction for fraction, _ in steps] == sorted(fraction for fraction, _ in steps) and steps[-1][0] == 1.0
+    assert (after / "openvino_model.bin").read_bytes() == (int8_ir[0] / "openvino_model.bin").read_bytes()
+    unnamed = [re.sub(r'_\d+"', '"', (out / "openvino_model.xml").read_text()) for out in (after, int8_ir[0])]
+    assert unnamed[0] == unnamed[1]  # the same graph, but for the numbers OpenVINO gives the nodes it names
+    int4 = [_converted(smollm2_gguf, tmp_path / f"int4-{overlap}", INT4, overlap)[0] for overlap in (True, False)]
+    assert (int4[0] / "openvino_model.bin").read_bytes() == (int4[1] / "openvino_model.bin").read_bytes()
+
+
+def test_a_graph_the_reader_could_not_build_is_a_sentence(tmp_path):
+    skeleton = tmp_path / "skeleton.gguf"
+    skeleton.write_bytes(b"not a gguf")
+    with pytest.raises(ModelError, match="OpenVINO's GGUF reader could not build skeleton.gguf's graph"):
+        gguf_ir.build_graph(skeleton)
+
+
+def test_a_conversion_stopped_while_the_reader_runs_leaves_no_reader_behind(smollm2_gguf, tmp_path):
+    import psutil
+
+    gguf_ir.write_skeleton(smollm2_gguf, tmp_path / "skeleton.gguf")
+    with pytest.raises(KeyboardInterrupt), gguf_ir.graph_building(tmp_path / "skeleton.gguf"):
+        readers = [child for child in psutil.Process().children() if "spec.models.gguf_ir" in child.cmdline()]
+        raise KeyboardInterrupt
+    assert len(readers) == 1 and not readers[0].is_running()
 
 
 def test_int4_keeps_the_embedding_at_8_bits_and_groups_the_rest_in_a_rows_divisor(smollm2_gguf, tmp_path):

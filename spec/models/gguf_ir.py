@@ -17,17 +17,20 @@ The reader is given a skeleton of the file: the same metadata, norms and biases,
 matrix replaced by a Q4_0 stand-in whose scale is the tensor's number and whose first values
 spell each row's number. In the graph it builds, each stand-in is then recognised, with any rows
 the reader reordered (Llama's query and key projections), and replaced by the real weight.
-Memory stays near the reader's own (a few times the skeleton) plus the compressed model.
+Memory stays near the reader's own (a few times the skeleton) plus the compressed model. Where
+the machine has room for both at once, the weights are compressed while the reader builds the
+graph (in a child process, on the other core), and put in once it is built.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -39,6 +42,10 @@ READER_ARCHITECTURES = ("llama", "qwen2", "qwen3")  # what openvino-genai's read
 MAX_TENSORS = 2048  # tensor numbers are stored as fp16 scales, exact up to 2048
 ROW_DIGITS = 5  # 4-bit digits that number a row: up to 16**5 rows (a vocabulary of a million)
 INT4_GROUP = 128  # values per INT4 scale, halved until it divides a row (SmolLM2's 576 takes 64)
+# Free memory, in GGUF sizes, for compressing the weights while the reader builds the graph: the
+# reader's child peaks near twice the GGUF's size (the 1.5B: 2.3 GB), the compressed weights reach
+# 1.4 times it at INT8. With less, the two run one after the other, as on a 4 GB machine.
+ROOM_TO_OVERLAP = 4
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,6 +59,29 @@ class Tensor:
     columns: int
     offset: int  # of its data, from the start of the file
     size: int  # bytes
+
+    @property
+    def is_matrix(self) -> bool:
+        """Whether it is a weight matrix: a stand-in in the skeleton, compressed in the IR."""
+        return self.rows > 1
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """A weight matrix as NNCF compresses it: unsigned values, fp16 scales and zero points."""
+
+    values: np.ndarray  # uint8, (rows, columns) at 8 bits, (rows, groups, group) at 4
+    scales: np.ndarray  # float16, (rows, 1) or (rows, groups, 1)
+    zero_points: np.ndarray  # uint8, shaped as the scales
+    bits: int
+
+    def in_order(self, rows: np.ndarray) -> "Compressed":
+        """The same weight with its rows in the order `rows` (the reader reorders some)."""
+        if np.array_equal(rows, np.arange(len(self.values))):
+            return self
+        return Compressed(self.values[rows], self.scales[rows], self.zero_points[rows], self.bits)
+
+
 _Q4_0_BLOCK = 32  # values per Q4_0 block; a block is an fp16 scale and 16 bytes of 4-bit values
 _STAND_IN = "skeleton.gguf"
 
@@ -69,16 +99,28 @@ def convert(gguf: Path, out: Path, weight_format: str, progress: StepFn | None =
         _say(progress, 0.0, "writing a skeleton of the GGUF")
         tensors = write_skeleton(gguf, work / _STAND_IN)
         _say(progress, 0.1, "building the graph with OpenVINO's GGUF reader")
-        build_graph(work / _STAND_IN)
-        _say(progress, 0.3, "putting the weights in")
+        compressed: dict[str, Compressed] = {}
+        with graph_building(work / _STAND_IN) as built:
+            if weight_format != FP32 and _room_to_overlap(gguf):
+                compressed = compress_weights(gguf, tensors, weight_format,
+                                              lambda done, detail: _say(progress, 0.1 + 0.6 * done, detail + ", while the graph is built"))
+            built()
+        start = 0.7 if compressed else 0.3
+        _say(progress, start, "putting the weights in")
         fill_weights(work / "openvino_model.xml", gguf, tensors, out / "openvino_model.xml", weight_format,
-                     lambda done, detail: _say(progress, 0.3 + 0.7 * done, detail))
+                     lambda done, detail: _say(progress, start + (1 - start) * done, detail), compressed)
         for name in ("openvino_tokenizer", "openvino_detokenizer"):
             for suffix in (".xml", ".bin"):
                 if (work / (name + suffix)).is_file():
                     os.replace(work / (name + suffix), out / (name + suffix))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _room_to_overlap(gguf: Path) -> bool:
+    from spec.models.memory import available_bytes
+
+    return available_bytes() >= ROOM_TO_OVERLAP * gguf.stat().st_size
 
 
 def _say(progress: StepFn | None, fraction: float, detail: str) -> None:
@@ -150,17 +192,37 @@ def _stand_in(number: int, rows: int, blocks: int) -> np.ndarray:
 def build_graph(skeleton: Path) -> None:
     """Have openvino-genai's reader build the IR of `skeleton` beside it, in a child process (the
     memory it takes goes back when it ends)."""
+    with graph_building(skeleton) as built:
+        built()
+
+
+@contextlib.contextmanager
+def graph_building(skeleton: Path) -> Iterator[Callable[[], None]]:
+    """Start build_graph's child and yield a function that waits for it to finish, raising
+    ModelError if it failed; leaving the block any other way kills the child."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
            # The reader allocates and frees small buffers by the million: glibc's per-thread cache
            # holding more of them takes a quarter off its time (the 1.5B: 7.5 s to 5.7). Ignored elsewhere.
            "GLIBC_TUNABLES": ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), "glibc.malloc.tcache_count=65535"]))}
-    result = subprocess.run([sys.executable, "-m", "spec.models.gguf_ir", str(skeleton)], env=env,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True)
-    if result.returncode != 0 or not (skeleton.parent / "openvino_model.xml").is_file():
-        lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
-        detail = lines[-1].strip()[:300] if lines else f"exit code {result.returncode}"
-        raise ModelError(f"OpenVINO's GGUF reader could not build {skeleton.name}'s graph ({detail}): install the "
-                         "openvino-genai version in requirements.txt.")
+    log = skeleton.with_name("reader.log")  # a file, not a pipe: a child writing to a full pipe nobody reads would stop
+    with open(log, "wb") as sink:
+        child = subprocess.Popen([sys.executable, "-m", "spec.models.gguf_ir", str(skeleton)], env=env,
+                                 stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT)
+
+    def built() -> None:
+        code = child.wait()
+        if code != 0 or not (skeleton.parent / "openvino_model.xml").is_file():
+            lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+            detail = lines[-1].strip()[:300] if lines else f"exit code {code}"
+            raise ModelError(f"OpenVINO's GGUF reader could not build {skeleton.name}'s graph ({detail}): install the "
+                             "openvino-genai version in requirements.txt.")
+
+    try:
+        yield built
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def _read_in_child(skeleton: Path) -> None:
@@ -176,12 +238,31 @@ def _read_in_child(skeleton: Path) -> None:
         pass  # the device, as intended; build_graph checks that the IR is there
 
 
+def compress_weights(gguf: Path, tensors: list[Tensor], weight_format: str,
+                     report: StepFn | None = None) -> dict[str, Compressed]:
+    """Every weight matrix of `gguf` (whose `tensors` write_skeleton listed) compressed to
+    `weight_format` (INT8 or INT4), in the file's row order, by tensor name."""
+    source = np.memmap(gguf, dtype=np.uint8, mode="r")
+    matrices = [tensor for tensor in tensors if tensor.is_matrix]
+    total, done, compressed = sum(tensor.rows for tensor in matrices), 0, {}
+    for i, tensor in enumerate(matrices):
+        data = source[tensor.offset:tensor.offset + tensor.size].reshape(tensor.rows, -1)
+        compressed[tensor.name] = _compress(tensor, data, np.arange(tensor.rows), weight_format)
+        _forget(data)
+        done += tensor.rows
+        if report is not None:
+            report(done / total, f"compressing tensor {i + 1} of {len(matrices)}")
+    return compressed
+
+
 def fill_weights(skeleton_xml: Path, gguf: Path, tensors: list[Tensor], out_xml: Path, weight_format: str,
-                 report: StepFn | None = None) -> None:
+                 report: StepFn | None = None, compressed: dict[str, Compressed] | None = None) -> None:
     """Replace each stand-in weight of the IR `skeleton_xml` by the real one from `gguf` (whose
-    `tensors` write_skeleton listed), compressed to `weight_format`, and save the IR as `out_xml`."""
+    `tensors` write_skeleton listed), compressed to `weight_format`, and save the IR as `out_xml`.
+    `compressed`: weights compress_weights made already (taken out of it as they are put in)."""
     import openvino as ov
 
+    compressed = {} if compressed is None else compressed
     model = ov.Core().read_model(str(skeleton_xml))
     stand_ins = [found for op in model.get_ordered_ops() if (found := _stand_in_at(op)) is not None]
     if not stand_ins:
@@ -193,9 +274,12 @@ def fill_weights(skeleton_xml: Path, gguf: Path, tensors: list[Tensor], out_xml:
     for i, (values, scale, output) in enumerate(stand_ins):
         tensor = tensors[int(scale.get_data().flat[0]) - 1]
         rows = _row_numbers(values)
-        data = source[tensor.offset:tensor.offset + tensor.size].reshape(tensor.rows, -1)
-        weight = _compressed(tensor, data, rows, weight_format, _keeps_8_bits(tensor.name), held)
-        _forget(data)
+        if tensor.name in compressed:
+            weight = _decompression(compressed.pop(tensor.name).in_order(rows), tensor.name, held)
+        else:
+            data = source[tensor.offset:tensor.offset + tensor.size].reshape(tensor.rows, -1)
+            weight = _weight(tensor, data, rows, weight_format, held)
+            _forget(data)
         for target in list(output.get_target_inputs()):
             target.replace_source_output(weight)
         done += len(rows)
@@ -281,40 +365,53 @@ def _keeps_8_bits(name: str) -> bool:
 _VALUES_AT_ONCE = 1 << 20
 
 
-def _compressed(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: str, keep_8_bits: bool,
-                held: list[np.ndarray]):
-    """GGUF `tensor` (its raw rows `data`) with its rows in the order `rows`, compressed to
-    `weight_format`, as the decompression subgraph NNCF writes (u8/u4 values, zero points, fp16
-    scales, to f32). The constants share the memory of arrays appended to `held`."""
-    import openvino as ov
+def _weight(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: str, held: list[np.ndarray]):
+    """GGUF `tensor` (its raw rows `data`) with its rows in the order `rows`, as `weight_format`:
+    the weight's f32 output in the graph."""
     import openvino.opset13 as ops
 
-    columns = tensor.columns
-    at_once = max(1, _VALUES_AT_ONCE // columns)
-    chunks = range(0, len(rows), at_once)
     if weight_format == FP32:
-        weight = np.concatenate([_dequantize(data[rows[i:i + at_once]], tensor.kind) for i in chunks])
-        return ops.constant(weight.reshape(len(rows), columns).astype(np.float32), name=tensor.name).output(0)
+        at_once = max(1, _VALUES_AT_ONCE // tensor.columns)
+        weight = np.concatenate([_dequantize(data[rows[i:i + at_once]], tensor.kind) for i in range(0, len(rows), at_once)])
+        return ops.constant(weight.reshape(len(rows), tensor.columns).astype(np.float32), name=tensor.name).output(0)
+    return _decompression(_compress(tensor, data, rows, weight_format), tensor.name, held)
+
+
+def _compress(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: str) -> Compressed:
+    """GGUF `tensor` (its raw rows `data`) with its rows in the order `rows`, compressed to
+    `weight_format` (INT8, or INT4 with the embedding and output kept at 8 bits) as NNCF does."""
     if weight_format not in (INT8, INT4):
         raise ValueError(f"unknown weight format {weight_format!r}")
-    group = columns if weight_format == INT8 or keep_8_bits else _group_size(columns)
+    columns = tensor.columns
+    at_once = max(1, _VALUES_AT_ONCE // columns)
+    group = columns if weight_format == INT8 or _keeps_8_bits(tensor.name) else _group_size(columns)
     bits = 8 if group == columns else 4
     shape = (len(rows), columns) if bits == 8 else (len(rows), columns // group, group)
     values = np.empty(shape, dtype=np.uint8)
     zero_points = np.empty(shape[:-1] + (1,), dtype=np.uint8)
     scales = np.empty(shape[:-1] + (1,), dtype=np.float16)
-    for i in chunks:
+    for i in range(0, len(rows), at_once):
         part = _dequantize(data[rows[i:i + at_once]], tensor.kind).reshape(-1, columns)
         q, s, z = _quantize(part, bits, group)
         values[i:i + len(part)], scales[i:i + len(part)], zero_points[i:i + len(part)] = q, s, z
-    element = ov.Type.u8 if bits == 8 else ov.Type.u4
-    weights = ops.convert(_constant(values, element, tensor.name, held), ov.Type.f16)
-    zero = ops.convert(_constant(zero_points, element, tensor.name + "/zero_point", held), ov.Type.f16)
-    held.append(scales)
-    scale = ops.constant(scales, name=tensor.name + "/scale", shared_memory=True)
+    return Compressed(values, scales, zero_points, bits)
+
+
+def _decompression(weight: Compressed, name: str, held: list[np.ndarray]):
+    """`weight` as the decompression subgraph NNCF writes (u8/u4 values, zero points, fp16 scales,
+    to f32): its f32 output. The constants share the memory of arrays appended to `held`."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    element = ov.Type.u8 if weight.bits == 8 else ov.Type.u4
+    weights = ops.convert(_constant(weight.values, element, name, held), ov.Type.f16)
+    zero = ops.convert(_constant(weight.zero_points, element, name + "/zero_point", held), ov.Type.f16)
+    held.append(weight.scales)
+    scale = ops.constant(weight.scales, name=name + "/scale", shared_memory=True)
     decompressed = ops.multiply(ops.subtract(weights, zero), scale)
-    if bits == 4:
-        decompressed = ops.reshape(decompressed, ops.constant(np.array([len(rows), columns], dtype=np.int64)), special_zero=False)
+    if weight.bits == 4:
+        rows, groups, group = weight.values.shape
+        decompressed = ops.reshape(decompressed, ops.constant(np.array([rows, groups * group], dtype=np.int64)), special_zero=False)
     return ops.convert(decompressed, ov.Type.f32).output(0)
 
 
