@@ -66,6 +66,29 @@ def test_a_kept_curve_belongs_to_its_machine_and_its_compile_settings(tiny_pairs
     assert kept_curve(tmp_path, key) is None  # a damaged file is measured again, never an error
 
 
+def test_a_curve_times_wide_calls_once_a_run_and_the_rest_thrice():
+    calls = []
+
+    class Cache:
+        def forward(self, tokens, keep=None):
+            calls.append(len(tokens))
+
+        def trim(self, length):
+            pass
+
+        def release(self):
+            pass
+
+    class Model:
+        def new_cache(self):
+            return Cache()
+
+    measure_curve(Model(), (1, 9, calibration._WIDE, 33), repeats=3)
+    counted = {width: calls.count(width) for width in (1, 9, calibration._WIDE, 33)}
+    untimed = calibration._SWITCH_CALLS
+    assert counted == {1: 2 * (untimed + 3), 9: 2 * (untimed + 3), calibration._WIDE: 2 * (untimed + 1), 33: 2 * (untimed + 1)}
+
+
 def test_measuring_rejects_what_it_cannot_time(tiny_pairs):
     with pytest.raises(ValueError, match="repeats"):
         measure_curve(tiny_pairs["llama"][0].model, (1, 2), repeats=0)

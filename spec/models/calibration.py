@@ -40,6 +40,10 @@ from spec.progress import ProgressFn, ignore, phase
 CALIBRATED_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 9, 13, 17, 33)
 _CONTEXT = 40  # tokens in the cache while timing: a short prompt, as in a race's first rounds
 _REPEATS = 3  # timed calls per width in each of its two runs (medians)
+# Calls at least this wide cost two steps or more, and prompt lookup's long copies alone make them:
+# one timed call per run prices them. Timing is most of a first start's wait, and these widths were
+# most of the curve's time (the AVX-512 EPYC: w13, w17 and w33 together 7.6 steps a call).
+_WIDE = 13
 _SWITCH_CALLS = 2  # untimed calls at the start of a run: a change of width slows more than the first call
 _FILE = "calibration.json"
 _lock = threading.Lock()
@@ -99,7 +103,8 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
     a slow moment on a shared machine or a cold start does not land on one width alone. A run's
     first calls are not timed: the calls right after one of another width also pay for OpenVINO
     re-preparing the model, which the schedules count apart. Each width's seconds are the median
-    of a run's timed calls, the quicker of its two runs: a busy moment only ever adds time."""
+    of a run's timed calls (one call a run from _WIDE up), the quicker of its two runs: a busy
+    moment only ever adds time."""
     if repeats < 1 or not widths or min(widths) < 1:
         raise ValueError(f"need repeats >= 1 and widths >= 1, got repeats={repeats}, widths={widths}")
     widths = tuple(sorted(set(widths)))
@@ -110,7 +115,7 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
         for width in widths + widths[::-1]:
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
             times = []
-            for call in range(_SWITCH_CALLS + repeats):
+            for call in range(_SWITCH_CALLS + (repeats if width < _WIDE else 1)):
                 started = time.perf_counter()
                 cache.forward(tokens)
                 if call >= _SWITCH_CALLS:
