@@ -4,6 +4,7 @@ default pair is ready and until the first race's verdict, and the memory the pro
 
     python -m bench.tools.first_start                      # app.py with an empty SPEC_MODELS_DIR, then one race
     python -m bench.tools.first_start --prepare            # python -m spec prepare --offline instead
+    python -m bench.tools.first_start --convert-only       # ... --convert-only: the image's models stage
     python -m bench.tools.first_start --memory-limit 4     # inside a 4 GB memory cgroup (Linux, root)
 
 Memory is the process tree's (its conversions' children included), sampled every 0.2 s from
@@ -133,17 +134,19 @@ def _empty_page_cache() -> None:
         raise SetupError(f"could not empty the page cache ({error.strerror}): run as root") from None
 
 
-def run(prepare: bool, limit_gb: float | None, timeout: float) -> dict:
+def run(prepare: bool, limit_gb: float | None, timeout: float, convert_only: bool = False) -> dict:
     """One first start; returns its figures."""
     folder = Path(tempfile.mkdtemp(prefix="spec-first-start-"))
     cgroup = MemoryCgroup(int(limit_gb * 10**9)) if limit_gb else None
     port = free_port()
-    argv = [sys.executable, "-m", "spec", "prepare", "--offline"] if prepare else [sys.executable, "app.py", "--port", str(port)]
+    prepare = prepare or convert_only
+    argv = ([sys.executable, "-m", "spec", "prepare", "--offline"] + ["--convert-only"] * convert_only if prepare
+            else [sys.executable, "app.py", "--port", str(port)])
     env = {**os.environ, "SPEC_MODELS_DIR": str(folder), "SPEC_APP_PREHEAT": "0"}
     log = REPO / "test-artifacts" / "first-start.log"
     log.parent.mkdir(exist_ok=True)
     click = page() if not prepare else None
-    figures: dict = {"cpu": machine(), "what": "prepare --offline" if prepare else "app.py", "memory_limit_gb": limit_gb}
+    figures: dict = {"cpu": machine(), "what": " ".join(argv[3:]) if prepare else "app.py", "memory_limit_gb": limit_gb}
     process = None
     try:
         if cgroup:
@@ -189,13 +192,15 @@ def _race(port: int, click, timeout: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prepare", action="store_true", help="time `python -m spec prepare --offline` instead of the app")
+    parser.add_argument("--convert-only", action="store_true",
+                        help="time `python -m spec prepare --offline --convert-only`, the image's models stage")
     parser.add_argument("--memory-limit", type=float, metavar="GB", help="run inside a memory cgroup of this many GB (10**9 bytes)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait (default 900)")
     args = parser.parse_args(argv)
     if args.memory_limit is not None and args.memory_limit <= 0:
         parser.error("--memory-limit must be positive")
     try:
-        figures = run(args.prepare, args.memory_limit, args.timeout)
+        figures = run(args.prepare, args.memory_limit, args.timeout, args.convert_only)
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
