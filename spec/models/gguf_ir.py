@@ -8,10 +8,9 @@ Two tools, each doing what it does well:
   with the weights: it rounds a Q4_K block's minimum to a whole zero point (an error of several
   percent of each weight), refuses Q5_0 tensors, and its group-wise 8-bit form runs at half the
   speed of a per-channel one.
-- The weights come from the file itself: the `gguf` package dequantizes one tensor at a time,
-  exactly as Transformers does, and NNCF's own quantizer compresses it to the form asked for
-  (INT8 per channel, or INT4 in groups with the embedding and head at INT8, as
-  `nncf.compress_weights` makes them).
+- The weights come from the file itself (spec.models.gguf_weights): the `gguf` package
+  dequantizes one tensor at a time, exactly as Transformers does, and NNCF's own quantizer
+  compresses it to the form asked for.
 
 The reader is given a skeleton of the file: the same metadata, norms and biases, every weight
 matrix replaced by a Q4_0 stand-in whose scale is the tensor's number and whose first values
@@ -28,58 +27,24 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 import numpy as np
 
-from spec.config import FP32, INT4, INT8
+from spec.config import FP32
 from spec.errors import ModelError
 from spec.models.gguf import reader as gguf_reader
+from spec.models.gguf_weights import Compressed, Tensor, compress, decompression, weight
 
 READER_ARCHITECTURES = ("llama", "qwen2", "qwen3")  # what openvino-genai's reader builds
 MAX_TENSORS = 2048  # tensor numbers are stored as fp16 scales, exact up to 2048
 ROW_DIGITS = 5  # 4-bit digits that number a row: up to 16**5 rows (a vocabulary of a million)
-INT4_GROUP = 128  # values per INT4 scale, halved until it divides a row (SmolLM2's 576 takes 64)
 # Free memory, in GGUF sizes, for compressing the weights while the reader builds the graph: the
 # reader's child peaks near twice the GGUF's size (the 1.5B: 2.3 GB), the compressed weights reach
 # 1.4 times it at INT8. With less, the two run one after the other, as on a 4 GB machine.
 ROOM_TO_OVERLAP = 4
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """Where one tensor's data is in a GGUF file, and how to read it."""
-
-    name: str
-    kind: int  # its GGMLQuantizationType
-    rows: int
-    columns: int
-    offset: int  # of its data, from the start of the file
-    size: int  # bytes
-
-    @property
-    def is_matrix(self) -> bool:
-        """Whether it is a weight matrix: a stand-in in the skeleton, compressed in the IR."""
-        return self.rows > 1
-
-
-@dataclass(frozen=True)
-class Compressed:
-    """A weight matrix as NNCF compresses it: unsigned values, fp16 scales and zero points."""
-
-    values: np.ndarray  # uint8, (rows, columns) at 8 bits, (rows, groups, group) at 4
-    scales: np.ndarray  # float16, (rows, 1) or (rows, groups, 1)
-    zero_points: np.ndarray  # uint8, shaped as the scales
-    bits: int
-
-    def in_order(self, rows: np.ndarray) -> "Compressed":
-        """The same weight with its rows in the order `rows` (the reader reorders some)."""
-        if np.array_equal(rows, np.arange(len(self.values))):
-            return self
-        return Compressed(self.values[rows], self.scales[rows], self.zero_points[rows], self.bits)
 
 
 _Q4_0_BLOCK = 32  # values per Q4_0 block; a block is an fp16 scale and 16 bytes of 4-bit values
@@ -247,7 +212,7 @@ def compress_weights(gguf: Path, tensors: list[Tensor], weight_format: str,
     total, done, compressed = sum(tensor.rows for tensor in matrices), 0, {}
     for i, tensor in enumerate(matrices):
         data = source[tensor.offset:tensor.offset + tensor.size].reshape(tensor.rows, -1)
-        compressed[tensor.name] = _compress(tensor, data, np.arange(tensor.rows), weight_format)
+        compressed[tensor.name] = compress(tensor, data, np.arange(tensor.rows), weight_format)
         _forget(data)
         done += tensor.rows
         if report is not None:
@@ -275,13 +240,13 @@ def fill_weights(skeleton_xml: Path, gguf: Path, tensors: list[Tensor], out_xml:
         tensor = tensors[int(scale.get_data().flat[0]) - 1]
         rows = _row_numbers(values)
         if tensor.name in compressed:
-            weight = _decompression(compressed.pop(tensor.name).in_order(rows), tensor.name, held)
+            output_weight = decompression(compressed.pop(tensor.name).in_order(rows), tensor.name, held)
         else:
             data = source[tensor.offset:tensor.offset + tensor.size].reshape(tensor.rows, -1)
-            weight = _weight(tensor, data, rows, weight_format, held)
+            output_weight = weight(tensor, data, rows, weight_format, held)
             _forget(data)
         for target in list(output.get_target_inputs()):
-            target.replace_source_output(weight)
+            target.replace_source_output(output_weight)
         done += len(rows)
         if report is not None:
             report(done / total, f"tensor {i + 1} of {len(stand_ins)}")
@@ -290,7 +255,7 @@ def fill_weights(skeleton_xml: Path, gguf: Path, tensors: list[Tensor], out_xml:
     # precision to the model, it is f16, so the race computes what it computed on those IRs.
     model.set_rt_info("f16", ["runtime_options", "KV_CACHE_PRECISION"])
     ov.save_model(model, str(out_xml), compress_to_fp16=False)
-    del model, stand_ins, weight, values, scale, output, source, held
+    del model, stand_ins, output_weight, values, scale, output, source, held
     _trim_heap()
 
 
@@ -353,118 +318,6 @@ def _forget(mapped: np.ndarray) -> None:
     first, last = -(-start // page) * page, (start + mapped.nbytes) // page * page  # whole pages inside it only
     if last > first:
         ctypes.CDLL(None, use_errno=True).madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), mmap.MADV_DONTNEED)
-
-
-def _keeps_8_bits(name: str) -> bool:
-    """The embedding and the output layer stay at 8 bits in an INT4 model, as NNCF keeps them."""
-    return name.startswith(("token_embd.", "output."))
-
-
-# Values dequantized at a time (4 MB as floats): the float copy of a matrix stays small, and the
-# arrays it takes are reused from the heap rather than mapped afresh from the kernel each time.
-_VALUES_AT_ONCE = 1 << 20
-
-
-def _weight(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: str, held: list[np.ndarray]):
-    """GGUF `tensor` (its raw rows `data`) with its rows in the order `rows`, as `weight_format`:
-    the weight's f32 output in the graph."""
-    import openvino.opset13 as ops
-
-    if weight_format == FP32:
-        at_once = max(1, _VALUES_AT_ONCE // tensor.columns)
-        weight = np.concatenate([_dequantize(data[rows[i:i + at_once]], tensor.kind) for i in range(0, len(rows), at_once)])
-        return ops.constant(weight.reshape(len(rows), tensor.columns).astype(np.float32), name=tensor.name).output(0)
-    return _decompression(_compress(tensor, data, rows, weight_format), tensor.name, held)
-
-
-def _compress(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: str) -> Compressed:
-    """GGUF `tensor` (its raw rows `data`) with its rows in the order `rows`, compressed to
-    `weight_format` (INT8, or INT4 with the embedding and output kept at 8 bits) as NNCF does."""
-    if weight_format not in (INT8, INT4):
-        raise ValueError(f"unknown weight format {weight_format!r}")
-    columns = tensor.columns
-    at_once = max(1, _VALUES_AT_ONCE // columns)
-    group = columns if weight_format == INT8 or _keeps_8_bits(tensor.name) else _group_size(columns)
-    bits = 8 if group == columns else 4
-    shape = (len(rows), columns) if bits == 8 else (len(rows), columns // group, group)
-    values = np.empty(shape, dtype=np.uint8)
-    zero_points = np.empty(shape[:-1] + (1,), dtype=np.uint8)
-    scales = np.empty(shape[:-1] + (1,), dtype=np.float16)
-    for i in range(0, len(rows), at_once):
-        part = _dequantize(data[rows[i:i + at_once]], tensor.kind).reshape(-1, columns)
-        q, s, z = _quantize(part, bits, group)
-        values[i:i + len(part)], scales[i:i + len(part)], zero_points[i:i + len(part)] = q, s, z
-    return Compressed(values, scales, zero_points, bits)
-
-
-def _decompression(weight: Compressed, name: str, held: list[np.ndarray]):
-    """`weight` as the decompression subgraph NNCF writes (u8/u4 values, zero points, fp16 scales,
-    to f32): its f32 output. The constants share the memory of arrays appended to `held`."""
-    import openvino as ov
-    import openvino.opset13 as ops
-
-    element = ov.Type.u8 if weight.bits == 8 else ov.Type.u4
-    weights = ops.convert(_constant(weight.values, element, name, held), ov.Type.f16)
-    zero = ops.convert(_constant(weight.zero_points, element, name + "/zero_point", held), ov.Type.f16)
-    held.append(weight.scales)
-    scale = ops.constant(weight.scales, name=name + "/scale", shared_memory=True)
-    decompressed = ops.multiply(ops.subtract(weights, zero), scale)
-    if weight.bits == 4:
-        rows, groups, group = weight.values.shape
-        decompressed = ops.reshape(decompressed, ops.constant(np.array([rows, groups * group], dtype=np.int64)), special_zero=False)
-    return ops.convert(decompressed, ov.Type.f32).output(0)
-
-
-def _dequantize(rows: np.ndarray, kind: int) -> np.ndarray:
-    """Raw GGUF `rows` of quantization type `kind` as floats, by the gguf package. Its `dequantize`
-    goes 16 rows at a time, a few Python calls each (half of a conversion's time); its row
-    dequantizer takes the whole chunk at once."""
-    from gguf import GGMLQuantizationType, quants
-
-    kind = GGMLQuantizationType(kind)
-    quant = getattr(quants, kind.name, None)
-    if quant is None or not hasattr(quant, "dequantize_rows"):
-        return quants.dequantize(rows, kind)
-    quant.init_grid()
-    return quant.dequantize_rows(rows)
-
-
-def _group_size(columns: int) -> int:
-    group = INT4_GROUP
-    while columns % group:
-        group //= 2
-    return group
-
-
-def _quantize(weight: np.ndarray, bits: int, group: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """NNCF's asymmetric integer quantization of `weight` (rows, columns): per row at 8 bits, per
-    group of `group` values at 4; returns values, fp16 scales and zero points, as NNCF stores them."""
-    from nncf import CompressWeightsMode
-    from nncf.quantization.algorithms.weight_compression.config import WeightCompressionConfig
-    from nncf.quantization.algorithms.weight_compression.weight_lowering import do_integer_quantization
-    from nncf.tensor import Tensor
-
-    mode, group_size = (CompressWeightsMode.INT8_ASYM, -1) if bits == 8 else (CompressWeightsMode.INT4_ASYM, group)
-    compressed = do_integer_quantization(Tensor(weight), WeightCompressionConfig(mode=mode, group_size=group_size), reduction_axes=(1,))
-    return (np.asarray(compressed.tensor.data, dtype=np.uint8), np.asarray(compressed.scale.data, dtype=np.float16),
-            np.asarray(compressed.zero_point.data, dtype=np.uint8))
-
-
-def _constant(values: np.ndarray, element, name: str, held: list[np.ndarray]):
-    """An OpenVINO constant of `values` (uint8 holding u8 or u4 values); u4 packs two values a byte,
-    the first low. A u8 constant shares `values`' memory, which is appended to `held`."""
-    import openvino as ov
-    import openvino.opset13 as ops
-
-    if element == ov.Type.u8:
-        held.append(values)
-        return ops.constant(values, name=name, shared_memory=True)
-    flat = values.reshape(-1)
-    tensor = ov.Tensor(ov.Type.u4, ov.Shape(list(values.shape)))
-    tensor.data[...] = (flat[0::2] | (flat[1::2] << 4)).reshape(tensor.data.shape)
-    constant = ops.constant(tensor)
-    constant.set_friendly_name(name)
-    return constant
 
 
 if __name__ == "__main__":
