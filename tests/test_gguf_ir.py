@@ -112,6 +112,17 @@ def test_a_graph_the_reader_could_not_build_is_a_sentence(tmp_path):
         gguf_ir.build_graph(skeleton)
 
 
+def test_a_reader_killed_for_memory_is_a_sentence_that_says_so(smollm2_gguf, tmp_path):
+    import psutil
+
+    gguf_ir.write_skeleton(smollm2_gguf, tmp_path / "skeleton.gguf")
+    with pytest.raises(ModelError, match="killed .* most likely for want of memory"), \
+            gguf_ir.graph_building(tmp_path / "skeleton.gguf") as built:
+        for reader in [child for child in psutil.Process().children() if "spec.models.gguf_ir" in child.cmdline()]:
+            reader.kill()  # as the kernel's OOM killer would
+        built()
+
+
 def test_a_conversion_stopped_while_the_reader_runs_leaves_no_reader_behind(smollm2_gguf, tmp_path):
     import psutil
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +177,9 @@ def graph_building(skeleton: Path) -> Iterator[Callable[[], None]]:
 
     def built() -> None:
         code = child.wait()
+        if code == -signal.SIGKILL:  # the kernel's OOM killer, in all likelihood: nothing else here sends it
+            raise ModelError(f"OpenVINO's GGUF reader was killed while building {skeleton.name}'s graph, most likely for "
+                             "want of memory: close other programs, or give this machine (or container) more memory.")
         if code != 0 or not (skeleton.parent / "openvino_model.xml").is_file():
             lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
             detail = lines[-1].strip()[:300] if lines else f"exit code {code}"
