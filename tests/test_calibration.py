@@ -174,6 +174,7 @@ def test_a_split_choice_is_timed_again_so_a_slow_moment_does_not_make_it(tiny_pa
         return CallCurve({w: s * slow for w, s in curve.seconds.items()}, curve.machine)
 
     monkeypatch.setattr(tuning, "measure_curve", measure)
+    monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: False)  # one copy at a time
     chosen = tuning.tune(xml, tmp_path / "drift")
     assert timed == [("quick", tuning._WIDTHS), ("plain", tuning._WIDTHS), ("plain", (1,)), ("quick", (1,))]
     assert (chosen.steps, chosen.rounds) == ("quick", "quick") and chosen.curves["quick"].step == pytest.approx(0.9 * STEP)
@@ -182,6 +183,33 @@ def test_a_split_choice_is_timed_again_so_a_slow_moment_does_not_make_it(tiny_pa
     _fake_tuning(monkeypatch, {"quick step": {w: c * 0.95 for w, c in DEAR_ROUNDS.items()}, "cheap rounds": AMX})
     chosen = tuning.tune(xml, tmp_path / "real split")
     assert (chosen.steps, chosen.rounds) == ("quick step", "cheap rounds")  # timed again, still split
+
+
+def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_moment_does_not_make_it(
+        tiny_pairs, tmp_path, monkeypatch):
+    """"own" is timed first in a moment quick for its verify calls (20% cheaper than they are): its
+    rounds look best and the step goes to "groups", a split. With room for both copies at once,
+    both are timed again in turns, meeting the same moments, and "groups" wins both."""
+    xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
+    own = {w: c * (1.05 if w == 1 else 1.15) for w, c in AMX.items()}
+    _fake_tuning(monkeypatch, {"own": own, "groups": AMX})
+    timed, fake = [], tuning.measure_curve
+
+    def measure(name, widths, repeats=1):
+        timed.append((name, widths))
+        curve = fake(name, widths)
+        quick = 0.8 if name == "own" and len(timed) == 1 else 1.0
+        return CallCurve({w: s * (quick if w > 1 else 1.0) for w, s in curve.seconds.items()}, curve.machine)
+
+    monkeypatch.setattr(tuning, "measure_curve", measure)
+    monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: False)
+    assert tuning.tune(xml, tmp_path / "one at a time").rounds == "own"  # the step timed again does not see it
+    timed.clear()
+    monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: copies == 2)  # the two contenders' copies
+    chosen = tuning.tune(xml, tmp_path / "side by side")
+    assert timed == [(name, tuning._WIDTHS) for name in ("own", "groups", "groups", "own", "own", "groups")]
+    assert (chosen.steps, chosen.rounds) == ("groups", "groups") and chosen.curves["own"].seconds[9] == pytest.approx(
+        STEP * own[9])  # each width its quicker time side by side; the quick moment alone is gone
 
 
 def test_a_model_at_the_default_precision_is_tuned_once_and_each_method_runs_with_its_settings(
