@@ -157,6 +157,21 @@ def test_one_compiled_blob_serves_every_candidate_each_with_its_own_settings(tin
     assert len(list(tmp_path.glob("*.blob"))) == 1
 
 
+def _first_timing_in_another_moment(monkeypatch, name: str, factor) -> list:
+    """The fake tuning's first timing (of `name`, as it comes first) with each width's time times
+    `factor(width)`: a slow or quick moment of the host. Returns the list of (candidate, widths) timed."""
+    timed, fake = [], tuning.measure_curve
+
+    def measure(candidate, widths, repeats=1):
+        timed.append((candidate, widths))
+        curve = fake(candidate, widths)
+        moment = factor if candidate == name and len(timed) == 1 else (lambda width: 1.0)
+        return CallCurve({w: s * moment(w) for w, s in curve.seconds.items()}, curve.machine)
+
+    monkeypatch.setattr(tuning, "measure_curve", measure)
+    return timed
+
+
 def test_a_split_choice_is_timed_again_so_a_slow_moment_does_not_make_it(tiny_pairs, tmp_path, monkeypatch):
     """"quick" is timed first in a slow moment (all its calls 20% dearer): the step goes to "plain",
     the rounds to "quick". Before two copies are made, each step is timed again, in reverse order;
@@ -165,15 +180,7 @@ def test_a_split_choice_is_timed_again_so_a_slow_moment_does_not_make_it(tiny_pa
     quick = {w: c * 0.9 for w, c in AMX.items()}
     plain = DEAR_ROUNDS
     _fake_tuning(monkeypatch, {"quick": quick, "plain": plain})
-    timed, fake = [], tuning.measure_curve
-
-    def measure(name, widths, repeats=1):
-        timed.append((name, widths))
-        curve = fake(name, widths)
-        slow = 1.2 if name == "quick" and len(timed) == 1 else 1.0
-        return CallCurve({w: s * slow for w, s in curve.seconds.items()}, curve.machine)
-
-    monkeypatch.setattr(tuning, "measure_curve", measure)
+    timed = _first_timing_in_another_moment(monkeypatch, "quick", lambda width: 1.2)
     monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: False)  # one copy at a time
     chosen = tuning.tune(xml, tmp_path / "drift")
     assert timed == [("quick", tuning._WIDTHS), ("plain", tuning._WIDTHS), ("plain", (1,)), ("quick", (1,))]
@@ -193,15 +200,7 @@ def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_mo
     xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
     own = {w: c * (1.05 if w == 1 else 1.15) for w, c in AMX.items()}
     _fake_tuning(monkeypatch, {"own": own, "groups": AMX})
-    timed, fake = [], tuning.measure_curve
-
-    def measure(name, widths, repeats=1):
-        timed.append((name, widths))
-        curve = fake(name, widths)
-        quick = 0.8 if name == "own" and len(timed) == 1 else 1.0
-        return CallCurve({w: s * (quick if w > 1 else 1.0) for w, s in curve.seconds.items()}, curve.machine)
-
-    monkeypatch.setattr(tuning, "measure_curve", measure)
+    timed = _first_timing_in_another_moment(monkeypatch, "own", lambda width: 0.8 if width > 1 else 1.0)
     monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: False)
     assert tuning.tune(xml, tmp_path / "one at a time").rounds == "own"  # the step timed again does not see it
     timed.clear()
