@@ -204,11 +204,29 @@ def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_mo
     monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: False)
     assert tuning.tune(xml, tmp_path / "one at a time").rounds == "own"  # the step timed again does not see it
     timed.clear()
-    monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: copies == 2)  # the two contenders' copies
+    monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: copies == 2)  # both settings' copies
     chosen = tuning.tune(xml, tmp_path / "side by side")
-    assert timed == [(name, tuning._WIDTHS) for name in ("own", "groups", "groups", "own", "own", "groups")]
+    assert timed == [(name, tuning._WIDTHS) for name in ("own", "groups", "own", "groups", "groups", "own")]
     assert (chosen.steps, chosen.rounds) == ("groups", "groups") and chosen.curves["own"].seconds[9] == pytest.approx(
         STEP * own[9])  # each width its quicker time side by side; the quick moment alone is gone
+    monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("timed again"))
+    assert tuning.tune(xml, tmp_path / "side by side") == chosen  # what is kept chooses the same next time
+
+    # Settings that do not compile side by side are timed again one at a time, as without room.
+    timed.clear()
+    _fake_tuning(monkeypatch, {"own": own, "groups": AMX})
+    timed = _first_timing_in_another_moment(monkeypatch, "own", lambda width: 0.8 if width > 1 else 1.0)
+    compiled, compiles = tuning.compile_model, []
+
+    def fails_side_by_side(*args):
+        compiles.append(args)
+        if len(compiles) == 3:  # the first of the copies side by side
+            raise RuntimeError("out of memory")
+        return compiled(*args)
+
+    monkeypatch.setattr(tuning, "compile_model", fails_side_by_side)
+    tuning.tune(xml, tmp_path / "no second copy")
+    assert timed[2:] == [("groups", (1,)), ("own", (1,))]
 
 
 def test_a_model_at_the_default_precision_is_tuned_once_and_each_method_runs_with_its_settings(

@@ -141,16 +141,19 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     steps, rounds = _choose(curves, steps_only)
     if steps != rounds and len(timed) > 1:
         # Two copies of the model, each method its own: a choice worth checking against the host's drift.
-        contenders = [steps, rounds]
-        if set(contenders) <= set(timed.values()) and _room_for_all(xml, len(contenders)):
-            with timing_alone(folder), phase(report, f"Timing {name}'s two best settings side by side, in turns"):
-                curves.update(_side_by_side(contenders, xml, device, token_ids, cache_dir))
-            steps, rounds = _choose({candidate: curves[candidate] for candidate in contenders}, steps_only)
-        else:  # one copy at a time: timed again, later, each curve scaled to its quicker step
+        # Every candidate is timed again, so that what is kept chooses the same on the next start.
+        side_by_side = _room_for_all(xml, len(curves))
+        if side_by_side:
+            try:
+                with timing_alone(folder), phase(report, f"Timing {name}'s {len(curves)} settings side by side, in turns"):
+                    curves.update(_side_by_side(list(curves), xml, device, token_ids, cache_dir))
+            except RuntimeError:  # they ran one at a time: time them again that way
+                side_by_side = False
+        if not side_by_side:  # one copy at a time: each step timed again, later, each curve scaled to its quicker one
             with timing_alone(folder), phase(report, f"Timing {name}'s step again each way, in reverse order"):
                 for candidate in reversed(list(timed.values())):
                     curves[candidate] = _at_its_quickest(curves[candidate], xml, device, token_ids, CANDIDATES[candidate], cache_dir)
-            steps, rounds = _choose(curves, steps_only)
+        steps, rounds = _choose(curves, steps_only)
     for key, candidate in timed.items():
         keep_curve(folder, key, curves[candidate])
     return Tuning(steps, rounds, curves)
