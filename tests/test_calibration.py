@@ -66,27 +66,40 @@ def test_a_kept_curve_belongs_to_its_machine_and_its_compile_settings(tiny_pairs
     assert kept_curve(tmp_path, key) is None  # a damaged file is measured again, never an error
 
 
+class _CountingModel:
+    """A compiled model's stand-in for timing: each call's (model, width) is appended to `calls`."""
+
+    def __init__(self, name: str, calls: list):
+        self.name, self.calls = name, calls
+
+    def new_cache(self):
+        return self
+
+    def forward(self, tokens, keep=None):
+        self.calls.append((self.name, len(tokens)))
+
+    def trim(self, length):
+        pass
+
+    def release(self):
+        pass
+
+
 def test_a_curve_times_wide_calls_once_a_run_and_the_rest_thrice():
     calls = []
-
-    class Cache:
-        def forward(self, tokens, keep=None):
-            calls.append(len(tokens))
-
-        def trim(self, length):
-            pass
-
-        def release(self):
-            pass
-
-    class Model:
-        def new_cache(self):
-            return Cache()
-
-    measure_curve(Model(), (1, 9, calibration._WIDE, 33), repeats=3)
-    counted = {width: calls.count(width) for width in (1, 9, calibration._WIDE, 33)}
+    measure_curve(_CountingModel("a", calls), (1, 9, calibration._WIDE, 33), repeats=3)
+    counted = {width: calls.count(("a", width)) for width in (1, 9, calibration._WIDE, 33)}
     untimed = calibration._SWITCH_CALLS
     assert counted == {1: 2 * (untimed + 3), 9: 2 * (untimed + 3), calibration._WIDE: 2 * (untimed + 1), 33: 2 * (untimed + 1)}
+
+
+def test_curves_timed_side_by_side_take_turns_at_each_width():
+    calls = []
+    curves = calibration.measure_curves([_CountingModel("a", calls), _CountingModel("b", calls)], (1, 4), repeats=1)
+    each = calibration._SWITCH_CALLS + 1
+    turns = [(name, width) for width in (1, 4, 4, 1) for name in "ab"]  # widths upwards, then downwards
+    assert [call for call in calls if call[1] != calibration._CONTEXT] == [turn for turn in turns for _ in range(each)]
+    assert len(curves) == 2 and all(sorted(curve.seconds) == [1, 4] for curve in curves)
 
 
 def test_measuring_rejects_what_it_cannot_time(tiny_pairs):
@@ -105,6 +118,10 @@ def _fake_tuning(monkeypatch, curves: dict[str, dict[int, float] | Exception]):
         return CallCurve({w: STEP * c for w, c in curves[name].items()}, calibration.machine())
 
     monkeypatch.setattr(tuning, "measure_curve", measure)
+    # Side by side: each candidate timed as above, in the order given (the turns at each width are
+    # measure_curves's, tested on its own).
+    monkeypatch.setattr(tuning, "measure_curves", lambda models, widths, repeats=1: [
+        tuning.measure_curve(model, widths, repeats) for model in models])
 
 
 def test_a_model_that_only_steps_is_tuned_on_its_step_alone(tiny_pairs, tmp_path, monkeypatch):
@@ -206,7 +223,7 @@ def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_mo
     timed.clear()
     monkeypatch.setattr(tuning, "_room_for_all", lambda xml, copies: copies == 2)  # both settings' copies
     chosen = tuning.tune(xml, tmp_path / "side by side")
-    assert timed == [(name, tuning._WIDTHS) for name in ("own", "groups", "own", "groups", "groups", "own")]
+    assert timed == [(name, tuning._WIDTHS) for name in ("own", "groups", "own", "groups")]
     assert (chosen.steps, chosen.rounds) == ("groups", "groups") and chosen.curves["own"].seconds[9] == pytest.approx(
         STEP * own[9])  # each width its quicker time side by side; the quick moment alone is gone
     monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("timed again"))

@@ -105,26 +105,37 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
     re-preparing the model, which the schedules count apart. Each width's seconds are the median
     of a run's timed calls (one call a run from _WIDE up), the quicker of its two runs: a busy
     moment only ever adds time."""
+    return measure_curves([model], widths, repeats, context)[0]
+
+
+def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATED_WIDTHS, repeats: int = _REPEATS,
+                   context: int = _CONTEXT) -> list[CallCurve]:
+    """measure_curve for several compiled models at once, taking turns at each width: every model
+    meets the host's same moments, so curves timed this way compare fairly with each other."""
     if repeats < 1 or not widths or min(widths) < 1:
         raise ValueError(f"need repeats >= 1 and widths >= 1, got repeats={repeats}, widths={widths}")
     widths = tuple(sorted(set(widths)))
-    runs: dict[int, list[float]] = {width: [] for width in widths}  # width -> the median of each of its runs
-    cache = model.new_cache()
+    runs = [{width: [] for width in widths} for _ in models]  # per model: width -> the median of each of its runs
+    caches = []
     try:
-        cache.forward(list(range(1, context + 1)), keep=1)
+        for model in models:
+            caches.append(model.new_cache())
+            caches[-1].forward(list(range(1, context + 1)), keep=1)
         for width in widths + widths[::-1]:
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
-            times = []
-            for call in range(_SWITCH_CALLS + (repeats if width < _WIDE else 1)):
-                started = time.perf_counter()
-                cache.forward(tokens)
-                if call >= _SWITCH_CALLS:
-                    times.append(time.perf_counter() - started)
-                cache.trim(context)
-            runs[width].append(statistics.median(times))
+            for cache, medians in zip(caches, runs):
+                times = []
+                for call in range(_SWITCH_CALLS + (repeats if width < _WIDE else 1)):
+                    started = time.perf_counter()
+                    cache.forward(tokens)
+                    if call >= _SWITCH_CALLS:
+                        times.append(time.perf_counter() - started)
+                    cache.trim(context)
+                medians[width].append(statistics.median(times))
     finally:
-        cache.release()
-    return CallCurve({width: min(medians) for width, medians in runs.items()}, machine())
+        for cache in caches:
+            cache.release()
+    return [CallCurve({width: min(values) for width, values in medians.items()}, machine()) for medians in runs]
 
 
 def calibration_key(xml: Path, properties: dict[str, object], extra: str = "") -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from spec.config import DEFAULT_PRECISION
-from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve, timing_alone
+from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve, measure_curves, timing_alone
 from spec.models.memory import available_bytes
 from spec.models.runtime import compile_model, compile_properties
 from spec.models.weigh import LOAD_MEMORY_FACTOR
@@ -85,19 +85,13 @@ def _at_its_quickest(curve: CallCurve, xml: Path, device: str, token_ids: np.nda
 
 def _side_by_side(candidates: list[str], xml: Path, device: str, token_ids: np.ndarray | None,
                   cache_dir: Path | None) -> dict[str, CallCurve]:
-    """Each of `candidates`' curves (tuning's widths), all compiled at once and timed in turns, the
-    order reversed in the second turn: each meets the host's same moments, and each width keeps its
-    quicker time. Timed one after another instead, a candidate timed in a quick moment can beat a
-    faster one (on the AVX-512 EPYC the plugin's own settings once got speculation's copy, though
-    groups of 128 beat them in verify rounds by 13% timed like this), and a split is kept for good."""
-    models = {candidate: compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, CANDIDATES[candidate])
-              for candidate in candidates}
-    runs: dict[str, list[CallCurve]] = {candidate: [] for candidate in candidates}
-    for turn in (candidates, candidates[::-1]):
-        for candidate in turn:
-            runs[candidate].append(measure_curve(models[candidate], _WIDTHS, repeats=_REPEATS))
-    return {candidate: CallCurve({width: min(curve.seconds[width] for curve in curves) for width in _WIDTHS},
-                                 curves[0].machine) for candidate, curves in runs.items()}
+    """Each of `candidates`' curves (tuning's widths), all compiled at once and taking turns at each
+    width (spec.models.calibration.measure_curves): each meets the host's same moments. Timed one
+    after another instead, a candidate timed in a quick moment can beat a faster one (on the
+    AVX-512 EPYC the plugin's own settings once got speculation's copy, though groups of 128 beat
+    them in verify rounds by 13% timed side by side), and a split is kept for good."""
+    models = [compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, CANDIDATES[candidate]) for candidate in candidates]
+    return dict(zip(candidates, measure_curves(models, _WIDTHS, repeats=_REPEATS)))
 
 
 def _room_for_all(xml: Path, copies: int) -> bool:
