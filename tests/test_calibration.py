@@ -229,6 +229,15 @@ def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_mo
     monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("timed again"))
     assert tuning.tune(xml, tmp_path / "side by side") == chosen  # what is kept chooses the same next time
 
+    # A setting whose curve was kept from another moment (a start stopped mid-tuning) is timed side by side too, and kept anew.
+    folder = tmp_path / "half kept"
+    groups_key = calibration_key(xml, tuning.compile_properties(DEFAULT_PRECISION, "CPU", None, {"NAME": "groups"}), "tuning")
+    keep_curve(folder, groups_key, CallCurve({w: STEP * c * (1.3 if w > 1 else 1.0) for w, c in AMX.items()}, calibration.machine()))
+    _fake_tuning(monkeypatch, {"own": own, "groups": AMX})  # own's true rounds beat groups' kept ones: a split
+    chosen = tuning.tune(xml, folder)
+    monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("timed again"))
+    assert chosen.steps == chosen.rounds == "groups" and tuning.tune(xml, folder) == chosen
+
     # Settings that do not compile side by side are timed again one at a time, as without room.
     timed.clear()
     _fake_tuning(monkeypatch, {"own": own, "groups": AMX})

@@ -113,6 +113,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     left out; ValueError when none runs."""
     widths = (1,) if steps_only else _WIDTHS
     curves: dict[str, CallCurve] = {}
+    keys: dict[str, str] = {}  # candidate -> the key its curve is kept under
     timed: dict[str, str] = {}  # the key a curve timed now is kept under -> its candidate
     errors: list[str] = []
     for number, (candidate, settings) in enumerate(CANDIDATES.items(), 1):
@@ -129,11 +130,11 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
                 continue
             timed[key] = candidate
-        curves[candidate] = curve
+        curves[candidate], keys[candidate] = curve, key
     if not curves:
         raise ValueError(f"no way of compiling {name} runs on this machine: {'; '.join(errors)}")
     steps, rounds = _choose(curves, steps_only)
-    if steps != rounds and len(timed) > 1:
+    if steps != rounds and timed:
         # Two copies of the model, each method its own: a choice worth checking against the host's drift.
         # Every candidate is timed again, so that what is kept chooses the same on the next start.
         side_by_side = _room_for_all(xml, len(curves))
@@ -141,6 +142,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
             try:
                 with timing_alone(folder), phase(report, f"Timing {name}'s {len(curves)} settings side by side, in turns"):
                     curves.update(_side_by_side(list(curves), xml, device, token_ids, cache_dir))
+                timed = {keys[candidate]: candidate for candidate in curves}  # all timed again: all kept anew
             except RuntimeError:  # they ran one at a time: time them again that way
                 side_by_side = False
         if not side_by_side:  # one copy at a time: each step timed again, later, each curve scaled to its quicker one
