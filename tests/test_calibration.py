@@ -7,7 +7,7 @@ import pytest
 from spec.config import DEFAULT_PRECISION, ModelKey
 from spec.decoding.engine import generate
 from spec.decoding.policy import CallCosts, DynamicK, PairMemory, Round
-from spec.models import calibration, registry, tuning
+from spec.models import calibration, registry, tuning, weigh
 from spec.models.calibration import CALIBRATED_WIDTHS, CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
 from spec.models.registry import load_model
 from spec.progress import TerminalProgress
@@ -339,7 +339,7 @@ def test_without_room_for_a_second_copy_speculation_verifies_with_the_steps_one(
         curves = load_model(key).tuning.curves
         monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: tuning.Tuning("openvino", "groups of 128", curves))
         target, said = load_model(key), []
-        monkeypatch.setattr(registry, "available_bytes", lambda: 2 * registry.LOAD_MEMORY_FACTOR * target.size_bytes - 1)
+        monkeypatch.setattr(registry, "available_bytes", lambda: 2 * weigh.LOAD_MEMORY_FACTOR * target.size_bytes - 1)
         rounds, curve = target.for_rounds(lambda message, fraction: said.append(message))
         assert rounds is target.model and curve is target.curve is not None and sorted(curve.seconds) == list(CALIBRATED_WIDTHS)
         assert target.settings(speculative=True) == target.settings() == "openvino"

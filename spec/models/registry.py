@@ -27,7 +27,7 @@ from spec.models.resolve import ResolvedModel, resolve_model
 from spec.models.runtime import CompiledLM, compile_model
 from spec.models.tuning import CANDIDATES, Tuning, tune
 from spec.models.visitors import VisitorModels
-from spec.models.weigh import LOAD_MEMORY_FACTOR, gb
+from spec.models.weigh import gb, memory_for_copies
 from spec.progress import ProgressFn, ignore, phase
 
 
@@ -73,7 +73,7 @@ class LoadedModel:
         with self._rounds_lock:
             if self._rounds is None:
                 xml = self.resolved.path / IR_XML
-                needed = 2 * LOAD_MEMORY_FACTOR * self.size_bytes  # the copy, and as much again for what loads beside it
+                needed = memory_for_copies(self.size_bytes, 1)
                 if available_bytes() < needed:
                     # No room for a second copy: speculation verifies with the step's settings, in this one.
                     progress(f"Not enough memory for a second copy of {self.ref} ({gb(needed)} wanted): "

@@ -21,7 +21,7 @@ from spec.config import DEFAULT_PRECISION
 from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve, measure_curves, timing_alone
 from spec.models.memory import available_bytes
 from spec.models.runtime import compile_model, compile_properties
-from spec.models.weigh import LOAD_MEMORY_FACTOR
+from spec.models.weigh import memory_for_copies
 from spec.progress import ProgressFn, ignore, phase
 
 # The candidates at the default precision, by name. Every one rounds activations to 8 bits on the
@@ -96,8 +96,7 @@ def _side_by_side(candidates: list[str], xml: Path, device: str, token_ids: np.n
 
 def _room_for_all(xml: Path, copies: int) -> bool:
     """Whether the memory left holds `copies` compiled copies of the model, and one more beside them."""
-    size = sum(path.stat().st_size for path in xml.parent.glob("*.bin"))
-    return available_bytes() >= (copies + 1) * LOAD_MEMORY_FACTOR * size
+    return available_bytes() >= memory_for_copies(sum(path.stat().st_size for path in xml.parent.glob("*.bin")), copies)
 
 
 def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",

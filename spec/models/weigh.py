@@ -89,6 +89,12 @@ def _config_dtype_bytes(ref: str) -> float | None:
     return CONFIG_DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or ""))
 
 
+def memory_for_copies(size_bytes: int, copies: int) -> int:
+    """Bytes to hold `copies` compiled copies of a model whose weights take `size_bytes` on disk,
+    and as much as one more for what loads beside them."""
+    return int((copies + 1) * LOAD_MEMORY_FACTOR * size_bytes)
+
+
 def gb(nbytes: float) -> str:
     """Bytes as people read them on the Hub: "145 GB", "1.8 GB", "350 MB"."""
     if nbytes >= 10 * 10**9:
