@@ -82,6 +82,14 @@ class CompiledLM:
         self._idle_lock = threading.Lock()
         self._grown = False  # a large call made the model's scratch memory grow: give it back when idle
 
+    def applied(self, names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
+        """What the device says it applies for each of the property `names` (its own choice where
+        none was given), or None where it will not say: two copies that agree run alike."""
+        try:
+            return tuple((name, str(self.compiled.get_property(name))) for name in sorted(names))
+        except (RuntimeError, TypeError):
+            return None
+
     def new_cache(self) -> "StatefulLM":
         """An empty KV cache of its own, so sessions never share one; `release` it when done."""
         with self._idle_lock:

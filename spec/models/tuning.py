@@ -109,24 +109,39 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     candidates after the first, and the chosen one's compile after tuning, read it in 0.5 s).
 
     Candidates that fail to compile or run here (a CPU without the instructions one needs) are
-    left out; ValueError when none runs."""
+    left out, and so is one the device applies exactly as an earlier one (its twin: not timed, its
+    twin's curve kept under its key); ValueError when none runs."""
     widths = (1,) if steps_only else _WIDTHS
     curves: dict[str, CallCurve] = {}
     keys: dict[str, str] = {}  # candidate -> the key its curve is kept under
     timed: dict[str, str] = {}  # the key a curve timed now is kept under -> its candidate
+    twins: dict[str, str] = {}  # the key of a candidate this CPU runs as another -> that other candidate
+    applied: dict[object, str] = {}  # what a copy compiled now said it applies -> its candidate
     errors: list[str] = []
     for number, (candidate, settings) in enumerate(CANDIDATES.items(), 1):
         properties = compile_properties(DEFAULT_PRECISION, device, token_ids, settings)
         key = calibration_key(xml, properties, "tuning, steps only" if steps_only else "tuning")
         curve = kept_curve(folder, key)
+        twin = next((other for other, kept in curves.items() if kept == curve), None) if curve is not None else None
+        if twin is not None:  # kept as an earlier candidate's twin, a copy of its curve: the same settings here
+            twins[key] = twin
+            continue
         if curve is None:
             title = f"Timing {name} compiled {len(CANDIDATES)} ways on this CPU (once per machine) — {number}: {candidate}"
             try:
                 with timing_alone(folder), phase(report, title):
-                    curve = measure_curve(compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, settings), widths,
-                                          repeats=_REPEATS)
+                    model = compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, settings)
+                    said = _applied(model)
+                    twin = applied.get(said) if said is not None else None
+                    if twin is None:
+                        curve = measure_curve(model, widths, repeats=_REPEATS)
+                        if said is not None:
+                            applied[said] = candidate
             except RuntimeError as error:
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
+                continue
+            if twin is not None:  # the same settings on this CPU (f32 where it has no bf16): nothing to time
+                twins[key] = twin
                 continue
             timed[key] = candidate
         curves[candidate], keys[candidate] = curve, key
@@ -151,7 +166,19 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
         steps, rounds = _choose(curves, steps_only)
     for key, candidate in timed.items():
         keep_curve(folder, key, curves[candidate])
+    for key, candidate in twins.items():
+        if candidate in timed.values():  # a copy of its twin's curve: the next start reads it rather than compile it
+            keep_curve(folder, key, curves[candidate])
     return Tuning(steps, rounds, curves)
+
+
+def _applied(model) -> object | None:
+    """What the device applies for the properties the candidates set, read back from a compiled copy
+    (None: it will not say). Two candidates it applies alike run alike: on a CPU without bf16 (the
+    AVX2 EPYC) "groups of 128" and "f32, groups of 128" both compute in f32, so the second is the
+    first's twin and is not timed. The KV cache's precision, which the precision can bring along, is
+    compared too."""
+    return model.applied({"KV_CACHE_PRECISION", *(name for settings in CANDIDATES.values() for name in settings)})
 
 
 def _choose(curves: dict[str, CallCurve], steps_only: bool) -> tuple[str, str]:
