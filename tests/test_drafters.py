@@ -1,5 +1,6 @@
 """Prompt lookup and the free guesses that keep every verify call at the same width."""
 import numpy as np
+import pytest
 
 from spec.decoding.drafters import PromptLookupDrafter, find_match, pad_draft, prompt_lookup
 
@@ -111,3 +112,44 @@ def test_a_round_searches_the_context_once(monkeypatch):
     assert len(searches) == 1
     lookup.propose(context + [3], 2)
     assert len(searches) == 2
+
+
+class _DraftLogits:
+    """A draft model's KV cache that answers each call with the next of `rows` (logits over 4 tokens)."""
+
+    def __init__(self, rows):
+        self.rows, self.calls = [np.asarray(row, dtype=np.float32) for row in rows], 0
+
+    def forward(self, ids, keep=None):
+        self.calls += 1
+        return self.rows.pop(0)[None, :]
+
+    def trim(self, length):
+        pass
+
+
+SURE, DOUBTFUL = [12.0, 0.0, 0.0, 0.0], [1.0, 0.9, 0.8, 0.0]  # token 0 at p ≈ 1.0, and at p ≈ 0.31
+
+
+def test_a_draft_model_stops_its_round_after_a_token_it_doubts(monkeypatch):
+    """Tokens after one the draft gave little probability are seldom kept, and each costs a call:
+    the round ends with the doubtful token (as transformers' assistant_confidence_threshold)."""
+    import spec.decoding.drafters as drafters
+    from spec.decoding.sampling import Sampler
+
+    greedy = Sampler(0.0, 0, 1.0, 4, np.random.default_rng(0))
+    draft = _DraftLogits([SURE, DOUBTFUL, SURE, SURE])
+    proposal = drafters.DraftModelDrafter(draft, greedy).propose([5], 4)
+    assert proposal.tokens.tolist() == [0, 0] and proposal.calls == draft.calls == 2
+    monkeypatch.setattr(drafters, "STOP_BELOW", 0.0)  # every token the schedule asked for
+    assert drafters.DraftModelDrafter(_DraftLogits([SURE, DOUBTFUL, SURE, SURE]), greedy).propose([5], 4).calls == 4
+
+
+def test_how_likely_the_model_found_its_token():
+    from spec.decoding.sampling import Sampler
+
+    greedy = Sampler(0.0, 0, 1.0, 6, np.random.default_rng(0), token_ids=np.array([4, 1]))
+    row = np.array([2.0, 0.0, 99.0])  # a head of two scored tokens, then padding the sampler never reads
+    assert greedy.probability(row, 4, None) == pytest.approx(np.exp(2) / (np.exp(2) + 1))
+    sampled = Sampler(1.0, 0, 1.0, 3, np.random.default_rng(0))
+    assert sampled.probability(np.zeros(3), 2, np.array([0.5, 0.3, 0.2])) == 0.2  # the probability it was drawn with

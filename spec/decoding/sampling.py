@@ -91,6 +91,14 @@ class Sampler:
         probs[:, self.token_ids] = scored
         return probs
 
+    def probability(self, logits_row: np.ndarray, token: int, q: np.ndarray | None) -> float:
+        """How likely the model found `token`, drawn by next_token from `logits_row` (q: its
+        distribution, None when greedy, where the softmax at temperature 1 says)."""
+        if q is not None:
+            return float(q[token])
+        scored = logits_row[: self.vocab_size if self.token_ids is None else len(self.token_ids)].astype(np.float64)
+        return float(1.0 / np.exp(scored - scored.max()).sum())  # the greedy token is the most likely one
+
     def next_token(self, logits_row: np.ndarray) -> tuple[int, np.ndarray | None]:
         """The next token and the distribution it was drawn from (None when greedy: a point mass)."""
         if self.greedy:
