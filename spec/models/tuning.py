@@ -121,12 +121,11 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     for number, (candidate, settings) in enumerate(CANDIDATES.items(), 1):
         properties = compile_properties(DEFAULT_PRECISION, device, token_ids, settings)
         key = calibration_key(xml, properties, "tuning, steps only" if steps_only else "tuning")
-        curve = kept_curve(folder, key)
-        twin = next((other for other, kept in curves.items() if kept == curve), None) if curve is not None else None
-        if twin is not None:  # kept as an earlier candidate's twin, a copy of its curve: the same settings here
-            twins[key] = twin
-            continue
-        if curve is None:
+        curve = kept = kept_curve(folder, key)
+        twin = None
+        if kept is not None:  # a copy of an earlier candidate's curve is what its twin keeps
+            twin = next((other for other, earlier in curves.items() if earlier == kept), None)
+        else:
             title = f"Timing {name} compiled {len(CANDIDATES)} ways on this CPU (once per machine) — {number}: {candidate}"
             try:
                 with timing_alone(folder), phase(report, title):
@@ -140,9 +139,10 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
             except RuntimeError as error:
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
                 continue
-            if twin is not None:  # the same settings on this CPU (f32 where it has no bf16): nothing to time
-                twins[key] = twin
-                continue
+        if twin is not None:  # the same settings on this CPU (f32 where it has no bf16): nothing to time
+            twins[key] = twin
+            continue
+        if kept is None:
             timed[key] = candidate
         curves[candidate], keys[candidate] = curve, key
     if not curves:
