@@ -252,6 +252,23 @@ def test_a_short_draft_is_checked_at_its_own_width_where_wide_calls_are_dear():
     assert smollm2_for_qwen(0.64, AVX2_CALLS, AVX2_SWITCH, dynamic=False).next_round([1, 2, 3]) == Round(4, 4)
 
 
+def test_a_draft_that_stopped_early_is_checked_at_its_own_width_where_that_costs_less():
+    """A round planned at 4 drafts whose draft model stopped after one token it doubted: on the AVX2
+    CPU its call of 2 costs less than one of 5, the switch counted, so the three free guesses are not
+    worth their width; on the Xeon a call of 5 costs what one of 2 does, and they fill it."""
+    avx2 = smollm2_for_qwen(0.8, AVX2_CALLS, AVX2_SWITCH)
+    assert avx2.next_round([1, 2, 3]) == Round(4, 4)
+    assert avx2.verify_k(1) == 1
+    avx2.observe_round(RoundResult(1, 1, draft_seconds=0.022, verify_seconds=0.25, draft_calls=1))
+    assert avx2._last_width == 2  # the call is timed at the width it ran at
+    assert smollm2_for_qwen(0.8, AVX2_CALLS, AVX2_SWITCH).verify_k(4) == 4  # it made all it was asked for
+    xeon = smollm2_for_qwen(0.8, XEON_CALLS, XEON_SWITCH)
+    assert xeon.next_round([1, 2, 3]).k == 4 and xeon.verify_k(1) == 4
+    fixed = smollm2_for_qwen(0.8, AVX2_CALLS, AVX2_SWITCH, dynamic=False)
+    assert fixed.next_round([1, 2, 3]) == Round(4, 4) and fixed.verify_k(1) == 4
+    assert FixedK(4).verify_k(1) == 4
+
+
 def test_a_round_at_a_new_width_is_timed_and_priced_on_the_timed_line_until_then():
     schedule = smollm2_for_qwen(0.64, {1: 0.194, 5: 0.363}, AVX2_SWITCH)  # widths 2 and 3 not timed yet
     assert schedule.verify_cost(1)[1] == pytest.approx((0.194 + (0.363 - 0.194) / 4) / 0.194)

@@ -207,3 +207,24 @@ def test_the_hybrid_learns_apart_from_the_draft_model_alone(tiny_pairs):
     run(PROMPTS[0], target, "speculative", "draft-model", draft, max_new_tokens=24, learned=learned)
     hybrid, alone = (pairs[str(draft.resolved.path), kind] for kind in ("hybrid", "draft-model"))
     assert hybrid is not alone
+
+
+@pytest.mark.parametrize("wide_call_seconds, narrower", [(2.0, True), (1.0, False)])
+def test_a_draft_that_stopped_early_is_verified_narrower_where_wide_calls_are_dear(tiny_pairs, monkeypatch, wide_call_seconds, narrower):
+    """Every round's draft stops after its first token. Where a call of 5 costs two steps, each is
+    checked at width 2 (the K of each round is the one token drafted); where it costs one, the
+    round keeps its width and free guesses fill it. The output is the same either way."""
+    import spec.decoding.drafters as drafters
+    from spec.decoding.policy import CallCosts
+
+    monkeypatch.setattr(drafters, "STOP_BELOW", 1.01)  # every draft token is doubted
+    monkeypatch.setattr(CallCosts, "observe", lambda *args, **kwargs: None)  # the tiny models' calls would redraw the curve
+    target, draft = tiny_pairs["llama"]
+    want, _, _ = run(PROMPTS[1], target, "autoregressive")
+    learned = LearnedState()
+    learned.about(target).call_costs = CallCosts({1: 1.0, 2: 1.0, 5: wide_call_seconds}, switch=0.1)
+    got, _, steps = run(PROMPTS[1], target, "speculative", "draft-model", draft, num_assistant_tokens=4, learned=learned)
+    assert got == want
+    stats = steps[-1].stats
+    assert stats.draft_tokens == stats.target_calls - stats.plain_steps - 1 > 0  # one draft token a round
+    assert (stats.drafted == stats.draft_tokens) is narrower  # K summed over the rounds

@@ -184,3 +184,16 @@ def test_the_draft_models_round_is_checked_at_a_width_the_costs_allow():
         schedule._plan = Round(4, 2, DRAFT_MODEL)  # right after a model round at width 5
         plan = schedule.next_round(NEW_TEXT)
         assert plan.source == DRAFT_MODEL and (plan.k < 4) == narrow, (calls, plan)
+
+
+def test_a_draft_model_round_that_stopped_early_is_checked_at_the_width_that_yields_most():
+    """The draft model stopped after its first token: where a call of 5 costs two steps (the AVX2
+    CPU), that token alone is checked at width 2; where it costs 1.2, guesses fill the width."""
+    dear = timed(alpha_draft=0.8, call_seconds=0.3, verify_seconds=2.0)
+    plan = dear.next_round(NEW_TEXT)
+    assert plan == Round(4, 4, DRAFT_MODEL)
+    assert dear.verify_k(1) == 1 and dear._plan == Round(1, 1, DRAFT_MODEL)  # timed, and judged, at width 2
+    dear._plan = plan
+    assert dear.verify_k(4) == 4  # it made all it was asked for
+    cheap = timed(alpha_draft=0.8, call_seconds=0.3, verify_seconds=1.2)
+    assert cheap.next_round(NEW_TEXT).k == 4 and cheap.verify_k(1) == 4

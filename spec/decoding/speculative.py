@@ -8,7 +8,9 @@ A verify call checks the round's K drafts at width K+1 (the pending token and th
 each round by the drafter's schedule (spec.decoding.policy): fixed, or from what the target's calls
 of each width cost. A drafter that makes fewer tokens than the round's K (a draft model that
 dynamic K holds back, prompt lookup without a long enough match) has the rest filled with free
-guesses (`pad_draft`), where changing the width would cost more than verifying them.
+guesses (`pad_draft`), where changing the width would cost more than verifying them; a draft model
+that stopped early, after a token it doubts, is checked at a narrower width where that costs less
+(`Schedule.verify_k`).
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ def speculative(
             continue
         # 1. Draft, never past max_new_tokens (those tokens could not be kept); free guesses fill the width.
         proposal = drafter.propose(context, min(draft_length, generation.remaining - 1), source)
+        k = schedule.verify_k(len(proposal.tokens))  # a draft that stopped early may be checked narrower
         drafts = pad_draft(context, proposal.tokens, k, lookup_ngram)
         q = _with_guesses(proposal.q, drafts)
         # 2. Verify: one target call scores the pending token and every draft, plus the bonus position.

@@ -18,5 +18,8 @@ class FixedK(TimedSchedule):
     def next_round(self, context: Sequence[int]) -> Round:
         return Round(self.k, self.k)
 
+    def verify_k(self, drafted: int) -> int:
+        return self.k
+
     def observe_round(self, result: RoundResult) -> None:
         self._observe_call(self.k + 1, result.verify_seconds)

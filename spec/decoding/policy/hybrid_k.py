@@ -97,6 +97,16 @@ class HybridK(LookupK):
         self.pause.start(_HYBRID_MAX_PAUSE)
         return max((plan for plan in rates if plan.source == DRAFT_MODEL), key=rates.get)
 
+    def verify_k(self, drafted: int) -> int:
+        """The planned K, or where the draft model stopped early, the K that yields most per second
+        for the tokens it made, guesses filling the rest: as dear as wide calls are on this CPU."""
+        plan = self._plan
+        if plan.source == DRAFT_MODEL and self.dynamic and 0 < drafted < plan.draft_length and self.memory.call_seconds is not None:
+            rates = self.rates(*self._match)
+            shorter = [round_ for round_ in rates if round_.source == DRAFT_MODEL and round_.draft_length == drafted and round_.k <= plan.k]
+            self._plan = max(shorter, key=rates.get)
+        return self._plan.k
+
     def observe_plain(self, seconds: float) -> None:
         super().observe_plain(seconds)
         self._unread += 1

@@ -68,6 +68,10 @@ class LookupK(TimedSchedule):
             self._plan = max(rates, key=rates.get)
         return self._plan
 
+    def verify_k(self, drafted: int) -> int:
+        """The planned K: lookup's rounds were priced on the tokens its match has to copy."""
+        return self._plan.k
+
     def observe_round(self, result: RoundResult) -> None:
         """Learn from the round just planned: what lookup's kind of match kept, and the verify call's cost."""
         key, available = self._match

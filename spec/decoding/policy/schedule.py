@@ -25,10 +25,16 @@ class RoundResult(NamedTuple):
 class Schedule(Protocol):
     """Plans each round of speculative decoding and learns from the target calls it planned, as
     transformers' CandidateGenerator drafts and then updates its strategy. The loop asks for the
-    next round, then reports each call the target made: the prompt's, a plain step's or a round's."""
+    next round, how wide to verify what was drafted, then reports each call the target made: the prompt's, a plain step's or a round's."""
 
     def next_round(self, context: Sequence[int]) -> Round:
         """The next round for `context` (the prompt and every token kept so far); k 0: a plain step."""
+
+    def verify_k(self, drafted: int) -> int:
+        """The round's K once its drafter has made `drafted` tokens (fewer than planned where a draft
+        model stopped after a token it doubts): the planned K, or a narrower call where the free
+        guesses that would fill the rest are not worth their width. Between max(1, drafted) and the
+        planned K."""
 
     def observe_prefill(self) -> None:
         """The prompt went through the target: the next call changes width."""
