@@ -77,7 +77,8 @@ def _generation_options(command: argparse.ArgumentParser, target_help: str) -> N
     command.add_argument("--precision", choices=PRECISIONS, help="f32 pins exact results (default: as the page loads the pair, "
                          f"else {DEFAULT_PRECISION}, the device's fastest)")
     command.add_argument("--weight-format", choices=WEIGHT_FORMATS, help="compression of the models that need converting, target "
-                         f"and draft (default: as the page loads the pair, the default pair's draft at {INT4}; else {INT8})")
+                         f"and draft (default: as the page loads the pair, the default pair's draft at {INT4} or {INT8}, whichever "
+                         f"this CPU runs faster; else {INT8})")
     command.add_argument("--device", help=DEVICE_HELP)
     command.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
     command.add_argument("--json", action="store_true", help="print one JSON object instead of text")

@@ -27,6 +27,8 @@ DRAFT_VOCABULARY = 32768
 # Weight compression of models the engine converts; fp32 leaves them as they are (tiny test models).
 INT8, INT4, FP32 = "int8", "int4", "fp32"
 WEIGHT_FORMATS = (INT8, INT4, FP32)
+# A preset's draft at whichever of INT4 and INT8 this machine multiplies faster (spec.models.draft_format).
+MEASURED = "measured"
 
 
 @dataclass(frozen=True)

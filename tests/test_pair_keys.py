@@ -12,12 +12,16 @@ from types import SimpleNamespace
 import pytest
 
 from spec import cli
-from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT4, INT8, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT8, ModelKey
+from spec.models.draft_format import draft_format
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF
 from spec.serving.presets import CUSTOM, PRESETS, pair_keys
 
-DEFAULT_PAIR = [ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION, "CPU"),
-                ModelKey(DRAFT_REF, INT4, DEFAULT_PRECISION, "CPU", vocabulary=DRAFT_VOCABULARY)]
+
+def default_pair() -> list[ModelKey]:
+    """The default pair's keys: its draft at the format this machine multiplies faster (INT4 or INT8)."""
+    return [ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION, "CPU"),
+            ModelKey(DRAFT_REF, draft_format(), DEFAULT_PRECISION, "CPU", vocabulary=DRAFT_VOCABULARY)]
 
 
 class _Loading(Exception):
@@ -79,18 +83,18 @@ def _bench_keys(monkeypatch, *argv: str) -> list[ModelKey | None]:
 
 
 def test_the_page_spec_run_spec_race_and_the_benchmark_load_the_default_pair_alike(monkeypatch, tmp_path):
-    assert _cli_keys(monkeypatch, "run", "Hi", "--draft", DRAFT_REF) == DEFAULT_PAIR
-    assert _cli_keys(monkeypatch, "run", "Hi", "--target", DEFAULT_REF, "--draft", DRAFT_REF, "--prompt-lookup") == DEFAULT_PAIR
-    assert _cli_keys(monkeypatch, "race", "Hi") == DEFAULT_PAIR
-    assert _page_keys(monkeypatch, tmp_path) == DEFAULT_PAIR
-    assert _bench_keys(monkeypatch) == DEFAULT_PAIR
+    assert _cli_keys(monkeypatch, "run", "Hi", "--draft", DRAFT_REF) == default_pair()
+    assert _cli_keys(monkeypatch, "run", "Hi", "--target", DEFAULT_REF, "--draft", DRAFT_REF, "--prompt-lookup") == default_pair()
+    assert _cli_keys(monkeypatch, "race", "Hi") == default_pair()
+    assert _page_keys(monkeypatch, tmp_path) == default_pair()
+    assert _bench_keys(monkeypatch) == default_pair()
 
 
 def test_the_served_benchmark_runs_alone_the_models_the_page_races(monkeypatch):
     from bench.tools.served import _formats
 
     operator_pair = [ModelKey("/srv/target", FP32, F32, "CPU"), ModelKey("/srv/draft", FP32, F32, "CPU", vocabulary=DRAFT_VOCABULARY)]
-    for target, draft in (DEFAULT_PAIR, operator_pair):
+    for target, draft in (default_pair(), operator_pair):
         options = _formats(target, draft)
         assert _cli_keys(monkeypatch, "run", "Hi", "--target", target.ref, "--draft", draft.ref, *options) == [target, draft]
         assert _cli_keys(monkeypatch, "run", "Hi", "--target", target.ref, *options) == [target, None]
@@ -101,12 +105,12 @@ def test_an_option_given_still_wins(monkeypatch):
     assert _cli_keys(monkeypatch, "race", "Hi", "--weight-format", "int8", "--precision", "f32") == exact
     assert _cli_keys(monkeypatch, "run", "Hi", "--draft", DRAFT_REF, "--weight-format", "int8", "--precision", "f32") == exact
     assert _bench_keys(monkeypatch, "--draft-weight-format", "int8", "--draft-vocabulary", "0") == [
-        DEFAULT_PAIR[0], ModelKey(DRAFT_REF, INT8, DEFAULT_PRECISION, "CPU")]
+        default_pair()[0], ModelKey(DRAFT_REF, INT8, DEFAULT_PRECISION, "CPU")]
 
 
 def test_plain_decoding_loads_the_target_as_its_pair_does(monkeypatch):
-    assert _cli_keys(monkeypatch, "run", "Hi") == [DEFAULT_PAIR[0], None]
-    assert _cli_keys(monkeypatch, "run", "Hi", "--prompt-lookup") == [DEFAULT_PAIR[0], None]
+    assert _cli_keys(monkeypatch, "run", "Hi") == [default_pair()[0], None]
+    assert _cli_keys(monkeypatch, "run", "Hi", "--prompt-lookup") == [default_pair()[0], None]
 
 
 def test_each_preset_is_found_as_itself_and_any_other_pair_loads_as_the_custom_pair():

@@ -91,6 +91,14 @@ def compress(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: 
     return Compressed(values, scales, zero_points, bits)
 
 
+def compress_floats(weight: np.ndarray, weight_format: str) -> Compressed:
+    """A float matrix (rows, columns) compressed to `weight_format` (INT8 or INT4) as `compress`
+    compresses a GGUF tensor's rows."""
+    columns = weight.shape[1]
+    bits, group = (8, columns) if weight_format == INT8 else (4, _group_size(columns))
+    return Compressed(*_quantize(weight, bits, group), bits)
+
+
 def decompression(weight: Compressed, name: str, held: list[np.ndarray]):
     """`weight` as the decompression subgraph NNCF writes (u8/u4 values, zero points, fp16 scales,
     to f32): its f32 output. The constants share the memory of arrays appended to `held`."""

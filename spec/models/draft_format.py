@@ -1,0 +1,123 @@
+"""The draft's weight format, INT4 or INT8, chosen by measurement on the machine that prepares it.
+
+A draft token costs what the draft's compressed matrix multiplications cost, and which compression
+multiplies faster depends on the CPU's kernels. On the AVX-512 EPYC the 0.5B draft's step is 9.6 ms
+at INT4 against 11.5 at INT8; on the AVX2 EPYC its INT4 token cost half a target step, twice its
+share of the bytes the target reads (docs/cpu-classes.md): a dearer draft token is the main reason
+speculation barely paid there. So before the draft is first prepared, two layers of its shapes are
+compressed each way and timed (a few seconds), and the draft is converted in the quicker format.
+
+The choice is kept beside the models: in the prepared folder (an image's, made at build time: its
+draft is the one there is) or in the models folder under this machine's name, so the pair is the
+same pair from one start to the next.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from spec.config import INT4, INT8
+from spec.models.calibration import machine
+from spec.models.conversion_cache import models_dir, prepared_dir
+from spec.models.gguf_weights import compress_floats, decompression
+from spec.progress import ProgressFn, ignore
+
+CANDIDATES = (INT4, INT8)
+_FILE = "draft-format.json"
+# Qwen2.5-Coder-0.5B's shapes: hidden 896, MLP 4,864, q/k/v together 1,152 rows. Two layers: the
+# kernels' relative speed is what is measured, not the draft's step.
+_HIDDEN, _MLP, _QKV, _LAYERS = 896, 4864, 1152, 2
+_CALLS = 30
+_lock = threading.Lock()
+_measured: dict[str, object] | None = None  # this process's measurement: the machine does not change
+
+
+def draft_format(report: ProgressFn = ignore) -> str:
+    """INT4 or INT8: the draft's format as prepared here (the prepared folder's record), else as this
+    machine chose before (the models folder's), else measured now and kept."""
+    for folder, mine_only in ((prepared_dir(), False), (models_dir(), True)):
+        record = _read(folder / _FILE) if folder is not None else {}
+        if record.get("format") in CANDIDATES and (not mine_only or record.get("machine") == machine()):
+            return record["format"]
+    record = measure(report)
+    _keep(models_dir() / _FILE, record)
+    return str(record["format"])
+
+
+def measure(report: ProgressFn = ignore) -> dict[str, object]:
+    """Time a call of the draft's layers compressed each way on this CPU: the quicker format, the
+    seconds per format, and the machine (spec.models.calibration.machine)."""
+    global _measured
+    with _lock:
+        if _measured is None:
+            report("Timing the draft's layers at INT4 and at INT8 on this CPU (a few seconds, once per machine)...", None)
+            seconds = {weight_format: _time_layers(weight_format) for weight_format in CANDIDATES}
+            _measured = {"format": min(seconds, key=seconds.get), "seconds": seconds, "machine": machine()}
+        return dict(_measured)
+
+
+def _time_layers(weight_format: str) -> float:
+    """Median seconds of a one-token call through _LAYERS layers of the draft's shapes, its weights
+    compressed as a draft converted here is (spec.models.gguf_weights), at the quicker of the
+    plugin's own settings and activations in groups of 128 (spec.models.tuning's first two)."""
+    import openvino as ov
+
+    held: list[np.ndarray] = []  # the constants share these arrays' memory
+    model = _layers(weight_format, held)
+    x = np.ones((1, 1, _HIDDEN), dtype=np.float32)
+    best = float("inf")
+    for settings in ({}, {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}):
+        request = ov.Core().compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", **settings}).create_infer_request()
+        for _ in range(5):
+            request.infer([x])
+        calls = []
+        for _ in range(_CALLS):
+            started = time.perf_counter()
+            request.infer([x])
+            calls.append(time.perf_counter() - started)
+        best = min(best, statistics.median(calls))
+    return best
+
+
+def _layers(weight_format: str, held: list[np.ndarray]):
+    """_LAYERS transformer layers' matrix multiplications (attention's projections and the gated
+    MLP) with random weights in `weight_format`: what the draft's step spends its time in."""
+    import openvino as ov
+    from openvino import opset13 as ops
+
+    rng = np.random.default_rng(0)
+
+    def linear(x, rows: int, columns: int):
+        weight = (rng.standard_normal((rows, columns)) * 0.02).astype(np.float32)
+        return ops.matmul(x, decompression(compress_floats(weight, weight_format), f"w{len(held)}", held), False, True)
+
+    x = ops.parameter([1, -1, _HIDDEN], np.float32, name="x")
+    h = x
+    for _ in range(_LAYERS):
+        qkv = linear(h, _QKV, _HIDDEN)
+        attention = linear(ops.slice(qkv, [0], [_HIDDEN], [1], [2]), _HIDDEN, _HIDDEN)
+        mlp = linear(ops.multiply(ops.swish(linear(h, _MLP, _HIDDEN)), linear(h, _MLP, _HIDDEN)), _HIDDEN, _MLP)
+        h = ops.add(ops.add(h, attention), mlp)
+    return ov.Model([h], [x], "draft-layers")
+
+
+def _read(path: Path) -> dict:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _keep(path: Path, record: dict[str, object]) -> None:
+    """Written whole to a new file, then renamed into place: a reader never sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(record, indent=1, sort_keys=True))
+    temporary.replace(path)

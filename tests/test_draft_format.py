@@ -1,0 +1,61 @@
+"""The default pair's draft at INT4 or INT8, whichever this machine multiplies faster: timed on the
+real CPU plugin, kept beside the models, and an image's prepared draft kept as it is."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import spec.models.draft_format as draft_format_module
+from spec.config import INT4, INT8
+from spec.models.calibration import machine
+from spec.models.draft_format import draft_format, measure
+from spec.models.embedded import DRAFT_REF
+from spec.serving.presets import pair_keys
+from tests.conftest import models_dir_at
+
+
+def _never_timed(weight_format: str) -> float:
+    raise AssertionError("timed again although the choice was kept")
+
+
+def test_this_cpu_times_both_formats_and_the_choice_is_kept_for_the_next_start(tmp_path, monkeypatch):
+    record = measure()
+    assert record["format"] in (INT4, INT8) and record["machine"] == machine()
+    assert all(0 < seconds < 0.1 for seconds in record["seconds"].values()) and set(record["seconds"]) == {INT4, INT8}
+    assert record["format"] == min(record["seconds"], key=record["seconds"].get)
+    with models_dir_at(tmp_path):
+        monkeypatch.delenv("SPEC_PREPARED_DIR", raising=False)
+        assert draft_format() == record["format"]
+        assert json.loads((tmp_path / "draft-format.json").read_text())["format"] == record["format"]
+        monkeypatch.setattr(draft_format_module, "_measured", None)
+        monkeypatch.setattr(draft_format_module, "_time_layers", _never_timed)
+        assert draft_format() == record["format"]
+        assert pair_keys(None, DRAFT_REF)[1].weight_format == record["format"]
+
+
+def _record(folder, weight_format: str, where: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "draft-format.json").write_text(json.dumps({"format": weight_format, "machine": where, "seconds": {}}))
+
+
+@pytest.mark.parametrize("weight_format", [INT4, INT8])
+def test_a_prepared_folders_draft_is_loaded_as_it_was_prepared_whatever_cpu_prepared_it(tmp_path, monkeypatch, weight_format):
+    """An image's models were converted on its builder: its draft is the one there is."""
+    _record(tmp_path / "prepared", weight_format, {"cpu": "the builder's"})
+    monkeypatch.setenv("SPEC_PREPARED_DIR", str(tmp_path / "prepared"))
+    monkeypatch.setattr(draft_format_module, "_time_layers", _never_timed)
+    with models_dir_at(tmp_path / "models"):
+        assert draft_format() == weight_format
+        assert pair_keys(None, DRAFT_REF)[1].weight_format == weight_format
+
+
+def test_a_choice_another_machine_made_in_the_models_folder_is_made_again(tmp_path, monkeypatch):
+    """A models folder on shared storage moves between machines: their kernels differ."""
+    monkeypatch.delenv("SPEC_PREPARED_DIR", raising=False)
+    monkeypatch.setattr(draft_format_module, "_measured", None)
+    monkeypatch.setattr(draft_format_module, "_time_layers", lambda weight_format: {INT4: 2.0, INT8: 1.0}[weight_format])
+    _record(tmp_path, INT4, {**machine(), "cpu": "another CPU"})
+    with models_dir_at(tmp_path):
+        assert draft_format() == INT8
+    assert json.loads((tmp_path / "draft-format.json").read_text())["machine"] == machine()
