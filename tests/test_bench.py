@@ -253,3 +253,14 @@ def test_a_first_start_that_cannot_prepare_its_pair_is_reported_at_once(tmp_path
         wait_for_line(log, "Ready: the default pair", Running(), timeout=5, fail=FAILED, every=0.01)
     log.write_text("app INFO Ready: the default pair (offline)\n")
     wait_for_line(log, "Ready: the default pair", Running(), timeout=5, fail=FAILED, every=0.01)
+
+
+def test_calls_prices_a_draft_models_calls_at_the_cost_given():
+    """bench.studies.calls --draft-call: a CPU whose draft token costs half a step (the AVX2 EPYC's)
+    makes less of the same rounds than one whose costs 0.15 of a step."""
+    from bench.studies.calls import _record
+
+    rounds = dict(prompt_id="p", drafter="draft-model", tokens=[7] * 10, want=[7] * 10, widths=[2] * 5, draft_calls=5,
+                  curve=lambda width: 1.0, switch=0.0)
+    assert _record(**rounds)["predicted_decode_speedup"] == pytest.approx(9 / (5 + 0.15 * 5))
+    assert _record(**rounds, draft_call=0.5)["predicted_decode_speedup"] == pytest.approx(9 / (5 + 0.5 * 5))

@@ -15,6 +15,10 @@ gives the same answers, so the calls are the same, in seconds and without the mo
 a drafting rule; the real run is what checks the texts). `--ar-from RESULTS.json` takes those tokens
 from a benchmark run's greedy autoregressive answers instead, and `--curve RESULTS.json` prices widths
 on the curve that run timed (bench.studies.curve), for a CPU whose curve is not the prior's.
+`--draft REF --draft-call STEPS` drafts with another model (the default pair's 0.5B, loaded as the
+page loads it but at f32) priced at another cost per call, and `--drafter draft-model` drafts with
+it alone: what a CPU whose draft token costs more (the AVX2 EPYC's 0.5, docs/cpu-classes.md) would
+make of the same rounds.
 """
 from __future__ import annotations
 
@@ -37,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.studies.calls", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", required=True, help="a prompt-set JSON file, or humaneval[:FIRST-LAST]")
     parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--drafter", nargs="+", default=["prompt-lookup"], choices=("prompt-lookup", "hybrid"))
+    parser.add_argument("--drafter", nargs="+", default=["prompt-lookup"], choices=("prompt-lookup", "hybrid", "draft-model"))
+    parser.add_argument("--draft", default=DRAFT, help=f"the draft model of the hybrid and draft-model drafters (default {DRAFT})")
+    parser.add_argument("--draft-call", type=float, default=DRAFT_CALL, help=f"a draft model's call in target steps (default {DRAFT_CALL})")
     parser.add_argument("--k", type=int, default=4, help="K the schedule starts from")
     parser.add_argument("--engine", type=Path, help="a folder holding another version's spec/ to run instead")
     parser.add_argument("--ar", type=Path, help="JSON of autoregressive tokens to reuse (written when missing)")
@@ -102,8 +108,8 @@ def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int
     if args.replay:
         return replay(prompt_set, args, curve, ar_cache)
     target = load_model(ModelKey(TARGET, precision="f32"))
-    draft = load_model(ModelKey(DRAFT, precision="f32")) if "hybrid" in args.drafter else None
-    _pin_costs(curve, args.switch)
+    draft = load_model(_draft_key(args.draft)) if {"hybrid", "draft-model"} & set(args.drafter) else None
+    _pin_costs(curve, args.switch, args.draft_call)
     calls: list[tuple[object, int]] = []
     forward = StatefulLM.forward
 
@@ -127,7 +133,7 @@ def run(prompt_set, args: argparse.Namespace, curve, ar_from: dict[str, list[int
             tokens = _decode(text, target, config, drafter, draft)
             widths = [n for model, n in calls if model is target.model][1:]  # the prefill left out
             draft_calls = sum(1 for model, _ in calls if draft is not None and model is draft.model)
-            records.append(_record(prompt_id, drafter, tokens, want, widths, draft_calls, curve, args.switch))
+            records.append(_record(prompt_id, drafter, tokens, want, widths, draft_calls, curve, args.switch, args.draft_call))
     StatefulLM.forward = forward
     return records
 
@@ -146,8 +152,9 @@ def _decode(text: str, target, config, drafter: str | None = None, draft=None) -
 
 def _record(
     prompt_id: str, drafter: str, tokens: list[int], want: list[int], widths: list[int], draft_calls: int, curve, switch: float,
+    draft_call: float = DRAFT_CALL,
 ) -> dict:
-    cost = _cost(widths, curve, switch) + DRAFT_CALL * draft_calls
+    cost = _cost(widths, curve, switch) + draft_call * draft_calls
     record = {
         "prompt": prompt_id, "drafter": drafter, "tokens": len(tokens), "identical": tokens == want,
         "target_calls": len(widths) + 1, "tokens_per_call": len(tokens) / (len(widths) + 1),
@@ -261,9 +268,22 @@ def _forget_pairs(target) -> None:
         kept.target_memory(target).pairs.clear()
 
 
-def _pin_costs(curve, switch: float = SWITCH) -> None:
+def _draft_key(ref: str):
+    """The draft's registry key: as the page loads it with the default target, at f32 (an --engine
+    from before pair_keys: at its default weights)."""
+    from spec import ModelKey
+
+    try:
+        from spec.serving.presets import pair_keys
+    except ImportError:
+        return ModelKey(ref, precision="f32")
+    return pair_keys(None, ref, precision="f32")[1]
+
+
+def _pin_costs(curve, switch: float = SWITCH, draft_call: float = DRAFT_CALL) -> None:
     """Make the schedules plan from the curve instead of from timings (which vary with the load)."""
     try:  # where the engine picks a schedule for a drafter: each drafter's plug-in
+        import spec.decoding.plugins.draft_model as draft_home
         import spec.decoding.plugins.hybrid as hybrid_home
         import spec.decoding.plugins.prompt_lookup as lookup_home
         from spec.decoding.policy import CallCosts
@@ -272,7 +292,7 @@ def _pin_costs(curve, switch: float = SWITCH) -> None:
             import spec.decoding.policy as chooser
         except ImportError:
             import spec.decoding.speculative as chooser
-        hybrid_home = lookup_home = chooser
+        hybrid_home = lookup_home = draft_home = chooser
         CallCosts = chooser.CallCosts
 
     def pinned(cls):
@@ -287,14 +307,16 @@ def _pin_costs(curve, switch: float = SWITCH) -> None:
             def observe_round(self, *a, **kw):
                 super().observe_round(*a, **kw)
                 if hasattr(self, "memory") and self.memory.call_seconds is not None:  # timed as the engine times it: first round
-                    self.memory.call_seconds = DRAFT_CALL
+                    self.memory.call_seconds = draft_call
                     if self.memory.catch_up_seconds is not None:
-                        self.memory.catch_up_seconds = DRAFT_CALL
+                        self.memory.catch_up_seconds = draft_call
 
         return Pinned
 
     lookup_home.LookupK = pinned(lookup_home.LookupK)
     hybrid_home.HybridK = pinned(hybrid_home.HybridK)
+    if hasattr(draft_home, "DynamicK"):
+        draft_home.DynamicK = pinned(draft_home.DynamicK)
 
 
 def table(records: list[dict], name: str, n: int, how: str = "greedy f32, priced on the prior cost curve") -> str:
