@@ -6,6 +6,7 @@ The Hub case (a model downloaded through HF_ENDPOINT, then used offline) is in t
 from __future__ import annotations
 
 import io
+import json
 import re
 import shlex
 from pathlib import Path
@@ -80,6 +81,8 @@ def test_the_dockerfiles_command_converts_the_offline_pairs_without_asking_the_h
     monkeypatch.setattr(hub, "reachable", _never_asked)
     assert main(shlex.split(command)[3:]) == 0
     assert converted == [(DEFAULT_REF, INT8), (DRAFT_REF, draft_format()), (QUICK_REF, INT8)]
+    # The draft's format is kept beside the models the image copies: the Space loads the draft it holds.
+    assert json.loads((conversion_cache.models_dir() / "draft-format.json").read_text())["format"] == draft_format()
     err = capsys.readouterr().err
     assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {DRAFT_REF}, {QUICK_REF}" in err
 
