@@ -15,7 +15,7 @@ from spec.serving.presets import pair_keys
 from tests.conftest import models_dir_at
 
 
-def _never_timed(weight_format: str) -> float:
+def _never_timed() -> dict[str, float]:
     raise AssertionError("timed again although the choice was kept")
 
 
@@ -54,7 +54,7 @@ def test_a_choice_another_machine_made_in_the_models_folder_is_made_again(tmp_pa
     """A models folder on shared storage moves between machines: their kernels differ."""
     monkeypatch.delenv("SPEC_PREPARED_DIR", raising=False)
     monkeypatch.setattr(draft_format_module, "_measured", None)
-    monkeypatch.setattr(draft_format_module, "_time_layers", lambda weight_format: {INT4: 2.0, INT8: 1.0}[weight_format])
+    monkeypatch.setattr(draft_format_module, "_time_layers", lambda: {INT4: 2.0, INT8: 1.0})
     _record(tmp_path, INT4, {**machine(), "cpu": "another CPU"})
     with models_dir_at(tmp_path):
         assert draft_format() == INT8

@@ -4,8 +4,8 @@ A draft token costs what the draft's compressed matrix multiplications cost, and
 multiplies faster depends on the CPU's kernels. On the AVX-512 EPYC the 0.5B draft's step is 9.6 ms
 at INT4 against 11.5 at INT8; on the AVX2 EPYC its INT4 token cost half a target step, twice its
 share of the bytes the target reads (docs/cpu-classes.md): a dearer draft token is the main reason
-speculation barely paid there. So before the draft is first prepared, two layers of its shapes are
-compressed each way and timed (a few seconds), and the draft is converted in the quicker format.
+speculation barely paid there. So before the draft is first prepared, eight layers of its shapes are
+compressed each way and timed (about 3 s), and the draft is converted in the quicker format.
 
 The choice is kept beside the models: in the prepared folder (an image's, made at build time: its
 draft is the one there is) or in the models folder under this machine's name, so the pair is the
@@ -25,14 +25,17 @@ import numpy as np
 from spec.config import INT4, INT8
 from spec.models.calibration import machine
 from spec.models.conversion_cache import models_dir, prepared_dir
-from spec.models.gguf_weights import compress_floats, decompression
+from spec.models.gguf_weights import Compressed, compress_floats, decompression
 from spec.progress import ProgressFn, ignore
 
 CANDIDATES = (INT4, INT8)
 _FILE = "draft-format.json"
-# Qwen2.5-Coder-0.5B's shapes: hidden 896, MLP 4,864, q/k/v together 1,152 rows. Two layers: the
-# kernels' relative speed is what is measured, not the draft's step.
-_HIDDEN, _MLP, _QKV, _LAYERS = 896, 4864, 1152, 2
+# Qwen2.5-Coder-0.5B's shapes: hidden 896, MLP 4,864, q/k/v together 1,152 rows. Eight layers, each
+# with weights of its own: 120 MB at INT8 and 60 at INT4, 360 MB for the four copies timed in turns,
+# beyond a CPU's caches as the whole draft's weights are. Two layers (30 MB) stayed in a 32 MB L3
+# on the AVX-512 EPYC and timed INT4 against INT8 as 0.31 against 0.35 ms one after the other, but
+# as a tie in turns; eight layers give 1.5x in either order there, as the whole draft's layers do.
+_HIDDEN, _MLP, _QKV, _LAYERS = 896, 4864, 1152, 8
 _CALLS = 30
 _lock = threading.Lock()
 _measured: dict[str, object] | None = None  # this process's measurement: the machine does not change
@@ -56,46 +59,56 @@ def measure(report: ProgressFn = ignore) -> dict[str, object]:
     global _measured
     with _lock:
         if _measured is None:
-            report("Timing the draft's layers at INT4 and at INT8 on this CPU (a few seconds, once per machine)...", None)
-            seconds = {weight_format: _time_layers(weight_format) for weight_format in CANDIDATES}
+            report("Timing the draft's layers at INT4 and at INT8 on this CPU (about 3 s, once per machine)...", None)
+            seconds = _time_layers()
             _measured = {"format": min(seconds, key=seconds.get), "seconds": seconds, "machine": machine()}
         return dict(_measured)
 
 
-def _time_layers(weight_format: str) -> float:
-    """Median seconds of a one-token call through _LAYERS layers of the draft's shapes, its weights
-    compressed as a draft converted here is (spec.models.gguf_weights), at the quicker of the
-    plugin's own settings and activations in groups of 128 (spec.models.tuning's first two)."""
+def _time_layers() -> dict[str, float]:
+    """Per format, the median seconds of a one-token call through _LAYERS layers of the draft's
+    shapes, its weights compressed as a draft converted here is (spec.models.gguf_weights), at the
+    quicker of the plugin's own settings and activations in groups of 128 (spec.models.tuning's
+    first two). The four compiled copies take turns, call by call: a shared host's speed drifts by
+    10% within seconds, and one timed after the other could win by the moment it was timed in."""
     import openvino as ov
 
     held: list[np.ndarray] = []  # the constants share these arrays' memory
-    model = _layers(weight_format, held)
     x = np.ones((1, 1, _HIDDEN), dtype=np.float32)
-    best = float("inf")
-    for settings in ({}, {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"}):
-        request = ov.Core().compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", **settings}).create_infer_request()
+    requests = {}
+    for weight_format in CANDIDATES:
+        model = _layers(weight_format, held)
+        for group in ("", "128"):
+            settings = {"DYNAMIC_QUANTIZATION_GROUP_SIZE": group} if group else {}
+            requests[weight_format, group] = ov.Core().compile_model(model, "CPU", {"PERFORMANCE_HINT": "LATENCY", **settings}).create_infer_request()
+    for request in requests.values():
         for _ in range(5):
             request.infer([x])
-        calls = []
-        for _ in range(_CALLS):
+    calls: dict[tuple[str, str], list[float]] = {name: [] for name in requests}
+    for _ in range(_CALLS):
+        for name, request in requests.items():
             started = time.perf_counter()
             request.infer([x])
-            calls.append(time.perf_counter() - started)
-        best = min(best, statistics.median(calls))
-    return best
+            calls[name].append(time.perf_counter() - started)
+    return {weight_format: min(statistics.median(timed) for (f, _), timed in calls.items() if f == weight_format)
+            for weight_format in CANDIDATES}
 
 
 def _layers(weight_format: str, held: list[np.ndarray]):
     """_LAYERS transformer layers' matrix multiplications (attention's projections and the gated
-    MLP) with random weights in `weight_format`: what the draft's step spends its time in."""
+    MLP) with random weights in `weight_format`: what the draft's step spends its time in. Each
+    shape is compressed once; every layer holds a copy of its own, so no two layers share memory."""
     import openvino as ov
     from openvino import opset13 as ops
 
     rng = np.random.default_rng(0)
+    shapes = ((_QKV, _HIDDEN), (_HIDDEN, _HIDDEN), (_MLP, _HIDDEN), (_HIDDEN, _MLP))
+    compressed = {shape: compress_floats((rng.standard_normal(shape) * 0.02).astype(np.float32), weight_format) for shape in shapes}
 
     def linear(x, rows: int, columns: int):
-        weight = (rng.standard_normal((rows, columns)) * 0.02).astype(np.float32)
-        return ops.matmul(x, decompression(compress_floats(weight, weight_format), f"w{len(held)}", held), False, True)
+        weight = compressed[rows, columns]
+        copy = Compressed(weight.values.copy(), weight.scales.copy(), weight.zero_points.copy(), weight.bits)
+        return ops.matmul(x, decompression(copy, f"w{len(held)}", held), False, True)
 
     x = ops.parameter([1, -1, _HIDDEN], np.float32, name="x")
     h = x
