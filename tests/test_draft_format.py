@@ -29,7 +29,7 @@ def test_this_cpu_times_both_formats_and_the_choice_is_kept_for_the_next_start(t
         assert draft_format() == record["format"]
         assert json.loads((tmp_path / "draft-format.json").read_text())["format"] == record["format"]
         monkeypatch.setattr(draft_format_module, "_measured", None)
-        monkeypatch.setattr(draft_format_module, "_time_layers", _never_timed)
+        monkeypatch.setattr(draft_format_module, "_time_in_child", _never_timed)
         assert draft_format() == record["format"]
         assert pair_keys(None, DRAFT_REF)[1].weight_format == record["format"]
 
@@ -44,7 +44,7 @@ def test_a_prepared_folders_draft_is_loaded_as_it_was_prepared_whatever_cpu_prep
     """An image's models were converted on its builder: its draft is the one there is."""
     _record(tmp_path / "prepared", weight_format, {"cpu": "the builder's"})
     monkeypatch.setenv("SPEC_PREPARED_DIR", str(tmp_path / "prepared"))
-    monkeypatch.setattr(draft_format_module, "_time_layers", _never_timed)
+    monkeypatch.setattr(draft_format_module, "_time_in_child", _never_timed)
     with models_dir_at(tmp_path / "models"):
         assert draft_format() == weight_format
         assert pair_keys(None, DRAFT_REF)[1].weight_format == weight_format
@@ -54,8 +54,17 @@ def test_a_choice_another_machine_made_in_the_models_folder_is_made_again(tmp_pa
     """A models folder on shared storage moves between machines: their kernels differ."""
     monkeypatch.delenv("SPEC_PREPARED_DIR", raising=False)
     monkeypatch.setattr(draft_format_module, "_measured", None)
-    monkeypatch.setattr(draft_format_module, "_time_layers", lambda: {INT4: 2.0, INT8: 1.0})
+    monkeypatch.setattr(draft_format_module, "_time_in_child", lambda: {INT4: 2.0, INT8: 1.0})
     _record(tmp_path, INT4, {**machine(), "cpu": "another CPU"})
     with models_dir_at(tmp_path):
         assert draft_format() == INT8
     assert json.loads((tmp_path / "draft-format.json").read_text())["machine"] == machine()
+
+
+def test_a_timing_that_fails_leaves_the_draft_at_int4_and_is_tried_again_next_start(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPEC_PREPARED_DIR", raising=False)
+    monkeypatch.setattr(draft_format_module, "_measured", None)
+    monkeypatch.setattr(draft_format_module, "_time_in_child", lambda: None)
+    with models_dir_at(tmp_path):
+        assert draft_format() == INT4
+        assert draft_format_module._measured is None and not (tmp_path / "draft-format.json").exists()

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -30,6 +32,7 @@ from spec.progress import ProgressFn, ignore
 
 CANDIDATES = (INT4, INT8)
 _FILE = "draft-format.json"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 # Qwen2.5-Coder-0.5B's shapes: hidden 896, MLP 4,864, q/k/v together 1,152 rows. Eight layers, each
 # with weights of its own: 120 MB at INT8 and 60 at INT4, 360 MB for the four copies timed in turns,
 # beyond a CPU's caches as the whole draft's weights are. Two layers (30 MB) stayed in a 32 MB L3
@@ -49,20 +52,37 @@ def draft_format(report: ProgressFn = ignore) -> str:
         if record.get("format") in CANDIDATES and (not mine_only or record.get("machine") == machine()):
             return record["format"]
     record = measure(report)
-    _keep(models_dir() / _FILE, record)
+    if record["seconds"]:  # timed: kept for the next start
+        _keep(models_dir() / _FILE, record)
     return str(record["format"])
 
 
 def measure(report: ProgressFn = ignore) -> dict[str, object]:
     """Time a call of the draft's layers compressed each way on this CPU: the quicker format, the
-    seconds per format, and the machine (spec.models.calibration.machine)."""
+    seconds per format, and the machine (spec.models.calibration.machine). Timed in a child
+    process: its 0.9 GB go back when it ends, where this process (the app, or a preparation held
+    to 4 GB) would keep them. If the child fails, INT4 (the format the project chose before it
+    measured), and nothing is kept: the next start times it again."""
     global _measured
     with _lock:
         if _measured is None:
             report("Timing the draft's layers at INT4 and at INT8 on this CPU (about 3 s, once per machine)...", None)
-            seconds = _time_layers()
+            seconds = _time_in_child()
+            if seconds is None:
+                return {"format": INT4, "seconds": {}, "machine": machine()}
             _measured = {"format": min(seconds, key=seconds.get), "seconds": seconds, "machine": machine()}
         return dict(_measured)
+
+
+def _time_in_child() -> dict[str, float] | None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    try:
+        child = subprocess.run([sys.executable, "-m", "spec.models.draft_format"], env=env, stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=300)
+        seconds = json.loads(child.stdout.strip().splitlines()[-1])
+        return {weight_format: float(seconds[weight_format]) for weight_format in CANDIDATES}
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, KeyError, TypeError):
+        return None
 
 
 def _time_layers() -> dict[str, float]:
@@ -134,3 +154,7 @@ def _keep(path: Path, record: dict[str, object]) -> None:
     temporary = path.with_suffix(f".{os.getpid()}.tmp")
     temporary.write_text(json.dumps(record, indent=1, sort_keys=True))
     temporary.replace(path)
+
+
+if __name__ == "__main__":  # the child measure() starts: the seconds per format, as one JSON line
+    print(json.dumps(_time_layers()))
