@@ -48,6 +48,7 @@ def test_a_prepared_folders_draft_is_loaded_as_it_was_prepared_whatever_cpu_prep
     with models_dir_at(tmp_path / "models"):
         assert draft_format() == weight_format
         assert pair_keys(None, DRAFT_REF)[1].weight_format == weight_format
+        assert pair_keys(None, DRAFT_REF, "GPU")[1].weight_format == INT4  # timed on the CPU: another device keeps INT4
 
 
 def test_a_choice_another_machine_made_in_the_models_folder_is_made_again(tmp_path, monkeypatch):

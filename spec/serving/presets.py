@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
-from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, INT8, MEASURED, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, INT4, INT8, MEASURED, ModelKey
 from spec.decoding.plugins import PLUGINS
 from spec.models.draft_format import draft_format
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
@@ -64,8 +64,8 @@ class Preset:
         if draft is None:
             return target_key, None
         draft_weights = self.draft_weight_format or self.weight_format
-        if draft_weights == MEASURED:
-            draft_weights = draft_format()
+        if draft_weights == MEASURED:  # timed on the CPU's kernels; another device keeps the smaller INT4
+            draft_weights = draft_format() if device.upper().startswith("CPU") else INT4
         return target_key, ModelKey(draft, draft_weights, self.precision, device, hub_only, self.draft_vocabulary)
 
     def own_keys(self, device: str = "CPU") -> list[ModelKey]:
