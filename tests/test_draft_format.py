@@ -69,3 +69,9 @@ def test_a_timing_that_fails_leaves_the_draft_at_int4_and_is_tried_again_next_st
     with models_dir_at(tmp_path):
         assert draft_format() == INT4
         assert draft_format_module._measured is None and not (tmp_path / "draft-format.json").exists()
+
+
+def test_a_child_that_cannot_time_says_why_in_the_log(monkeypatch, caplog):
+    monkeypatch.setattr(draft_format_module.sys, "executable", "/bin/false")  # exits at once, prints nothing
+    assert draft_format_module._time_in_child() is None
+    assert "Could not time the draft's layers" in caplog.text and "stays INT4" in caplog.text

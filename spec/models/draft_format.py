@@ -14,6 +14,7 @@ same pair from one start to the next.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -41,6 +42,7 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 _HIDDEN, _MLP, _QKV, _LAYERS = 896, 4864, 1152, 8
 _CALLS = 30
 _lock = threading.Lock()
+log = logging.getLogger(__name__)
 _measured: dict[str, object] | None = None  # this process's measurement: the machine does not change
 
 
@@ -53,7 +55,10 @@ def draft_format(report: ProgressFn = ignore) -> str:
             return record["format"]
     record = measure(report)
     if record["seconds"]:  # timed: kept for the next start
-        _keep(models_dir() / _FILE, record)
+        try:
+            _keep(models_dir() / _FILE, record)
+        except OSError as error:  # a read-only folder: the choice stands for this process
+            log.warning("Could not keep the draft's format in %s (%s): it is timed again at the next start", models_dir(), error)
     return str(record["format"])
 
 
@@ -76,12 +81,16 @@ def measure(report: ProgressFn = ignore) -> dict[str, object]:
 
 def _time_in_child() -> dict[str, float] | None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(_REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    child = None
     try:
         child = subprocess.run([sys.executable, "-m", "spec.models.draft_format"], env=env, stdin=subprocess.DEVNULL,
                                capture_output=True, text=True, timeout=300)
         seconds = json.loads(child.stdout.strip().splitlines()[-1])
         return {weight_format: float(seconds[weight_format]) for weight_format in CANDIDATES}
-    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, KeyError, TypeError):
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, KeyError, TypeError) as error:
+        said = [line for line in (child.stderr if child is not None else "").splitlines() if line.strip()]
+        log.warning("Could not time the draft's layers (%s): the default pair's draft stays INT4",
+                    said[-1].strip()[:200] if said else type(error).__name__)
         return None
 
 
