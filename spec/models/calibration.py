@@ -147,7 +147,7 @@ def calibration_key(xml: Path, properties: dict[str, object], extra: str = "") -
 
 def kept_curve(folder: Path, key: str) -> CallCurve | None:
     """The curve kept under `key` in `folder`, or None."""
-    entry = _read(folder / _FILE).get(key)
+    entry = read_record(folder / _FILE).get(key)
     if not entry:
         return None
     try:
@@ -161,14 +161,21 @@ def keep_curve(folder: Path, key: str, curve: CallCurve) -> None:
     with _lock:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / _FILE
-        kept = _read(path)
+        kept = read_record(path)
         kept[key] = {**asdict(curve), "seconds": {str(w): s for w, s in curve.seconds.items()}}
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(kept, indent=1, sort_keys=True))
-        temporary.replace(path)
+        write_record(path, kept)
 
 
-def _read(path: Path) -> dict:
+def write_record(path: Path, record: dict) -> None:
+    """`record` as JSON at `path`, written whole to a new file, then renamed into place: a reader
+    never sees half of it."""
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(json.dumps(record, indent=1, sort_keys=True))
+    temporary.replace(path)
+
+
+def read_record(path: Path) -> dict:
+    """The JSON object at `path`; empty where there is none or it cannot be read."""
     try:
         kept = json.loads(path.read_text())
     except (OSError, ValueError):

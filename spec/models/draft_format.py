@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from spec.config import INT4, INT8
-from spec.models.calibration import machine
+from spec.models.calibration import machine, read_record, write_record
 from spec.models.conversion_cache import models_dir, prepared_dir
 from spec.models.gguf_weights import Compressed, compress_floats, decompression
 from spec.progress import ProgressFn, ignore
@@ -44,21 +44,32 @@ _CALLS = 30
 _lock = threading.Lock()
 log = logging.getLogger(__name__)
 _measured: dict[str, object] | None = None  # this process's measurement: the machine does not change
+# The answer per (prepared folder, models folder), for this process: the page asks at every race.
+_decided: dict[tuple[str, str], str] = {}
 
 
 def draft_format(report: ProgressFn = ignore) -> str:
     """INT4 or INT8: the draft's format as prepared here (the prepared folder's record), else as this
-    machine chose before (the models folder's), else measured now and kept."""
-    for folder, mine_only in ((prepared_dir(), False), (models_dir(), True)):
-        record = _read(folder / _FILE) if folder is not None else {}
+    machine chose before (the models folder's), else measured now and kept. Asked again in this
+    process, the same answer without reading either."""
+    folders = (prepared_dir(), models_dir())
+    asked = (str(folders[0]), str(folders[1]))
+    if asked not in _decided:
+        _decided[asked] = _decide(*folders, report)
+    return _decided[asked]
+
+
+def _decide(prepared: Path | None, models: Path, report: ProgressFn) -> str:
+    for folder, mine_only in ((prepared, False), (models, True)):
+        record = read_record(folder / _FILE) if folder is not None else {}
         if record.get("format") in CANDIDATES and (not mine_only or record.get("machine") == machine()):
             return record["format"]
     record = measure(report)
     if record["seconds"]:  # timed: kept for the next start
         try:
-            _keep(models_dir() / _FILE, record)
+            write_record(models / _FILE, record)
         except OSError as error:  # a read-only folder: the choice stands for this process
-            log.warning("Could not keep the draft's format in %s (%s): it is timed again at the next start", models_dir(), error)
+            log.warning("Could not keep the draft's format in %s (%s): it is timed again at the next start", models, error)
     return str(record["format"])
 
 
@@ -147,22 +158,6 @@ def _layers(weight_format: str, held: list[np.ndarray]):
         mlp = linear(ops.multiply(ops.swish(linear(h, _MLP, _HIDDEN)), linear(h, _MLP, _HIDDEN)), _HIDDEN, _MLP)
         h = ops.add(ops.add(h, attention), mlp)
     return ov.Model([h], [x], "draft-layers")
-
-
-def _read(path: Path) -> dict:
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-def _keep(path: Path, record: dict[str, object]) -> None:
-    """Written whole to a new file, then renamed into place: a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(record, indent=1, sort_keys=True))
-    temporary.replace(path)
 
 
 if __name__ == "__main__":  # the child measure() starts: the seconds per format, as one JSON line

@@ -64,6 +64,7 @@ class DynamicK(TimedSchedule):
         self.memory = memory if memory is not None else PairMemory()
         self.draft_length = k if first_draft_length is None else first_draft_length  # the heuristic's current length
         self._round_k = k  # drafts the round just planned checks
+        self._round_n = k  # of which the drafter was asked to make
 
     @property
     def alpha(self) -> float:
@@ -152,14 +153,14 @@ class DynamicK(TimedSchedule):
         n = self.next_draft_length()
         if n == 0:
             return Round(0, 0)
-        self._round_k = self.verify_cost(n, switch=True)[0]
+        self._round_k, self._round_n = self.verify_cost(n, switch=True)[0], n
         return Round(self._round_k, n)
 
     def verify_k(self, drafted: int) -> int:
         """The cheapest width that holds what the draft made: narrower than planned where it stopped
         early and a narrower call costs less, the switch counted (as on an AVX2 CPU, where a call of
         5 costs about two steps and one of 2 one)."""
-        if self.dynamic and not self.free and drafted > 0:
+        if self.dynamic and not self.free and 0 < drafted < self._round_n:
             self._round_k = min(self._round_k, self.verify_cost(drafted, switch=True)[0])
         return self._round_k
 
