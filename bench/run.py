@@ -457,6 +457,8 @@ def _slug(text: str) -> str:
 def _machine() -> dict:
     import psutil
 
+    from spec.models.runtime import emulated_class
+
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -465,8 +467,9 @@ def _machine() -> dict:
                 break
     except OSError:
         pass
+    emulated = emulated_class()
     return {
-        "cpu": cpu,
+        "cpu": f"{cpu} emulating {emulated}" if emulated else cpu,  # bench.tools.cpu_class: this CPU's cores, that class's kernels
         "cores": psutil.cpu_count(logical=False),
         "threads": psutil.cpu_count(logical=True),
         "memory_gib": psutil.virtual_memory().total / 2**30,

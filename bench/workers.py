@@ -337,10 +337,10 @@ class _Costs:
     """Per-call costs through spec.models.runtime.StatefulLM: where a speculative round spends its time."""
 
     def __init__(self, family: Family):
-        from spec.models.conversion_cache import models_dir
+        from spec.models.registry import compiled_blobs_dir
         from spec.models.runtime import compile_model
 
-        cache_dir = models_dir() / "compiled"  # as spec.models.registry.load_model compiles
+        cache_dir = compiled_blobs_dir()  # as spec.models.registry.load_model compiles
 
         def compile(path: str, vocabulary: int | None = None):
             return compile_model(Path(path) / "openvino_model.xml", family.precision, CPU, cache_dir, _token_ids(path, vocabulary))

@@ -78,7 +78,10 @@ def measure(args: argparse.Namespace):
         print(f"[draft_cost] repeat {repeat + 1} of {args.repeats} done", file=sys.stderr, flush=True)
 
     step = statistics.median(samples["step"])
+    from spec.models.calibration import cpu_name
+
     flags = " ".join(f for f in ("amx_tile", "avx512_bf16", "avx512_vnni", "avx2") if f" {f}" in Path("/proc/cpuinfo").read_text())
+    flags = f"{flags}; OpenVINO sees {cpu_name().split(', ', 1)[-1]}"
     yield f"Draft token costs on {_machine()['cpu']} ({flags}): a target step of {target.ref} takes {step * 1e3:.1f} ms " \
           f"(median of {args.repeats} repeats; fixed K={args.k}, {args.max_new_tokens} new tokens, {len(prompts)} prompts)\n"
     yield "| draft | head | bare (ms) | beside the target (ms) | all in (ms) | all in ÷ target step |"

@@ -32,7 +32,7 @@ except ImportError:  # Windows: no lock, timings may overlap
 
 import openvino as ov
 
-from spec.models.runtime import CompiledLM
+from spec.models.runtime import CompiledLM, emulated_class
 from spec.progress import ProgressFn, ignore, phase
 
 # The widths timed: a plain step, every width dynamic K and the hybrid choose from (K up to 8),
@@ -52,8 +52,9 @@ _lock = threading.Lock()
 def cpu_name() -> str:
     """The CPU's model name and the vector extensions OpenVINO's kernels use (AMX, AVX-512, AVX2).
 
-    oneDNN's ONEDNN_MAX_CPU_ISA caps the extensions OpenVINO uses, so a capped run is named as the
-    class it behaves like, not the CPU it runs on."""
+    oneDNN's ONEDNN_MAX_CPU_ISA caps the extensions OpenVINO uses, and bench.tools.cpu_class hides
+    some from it, so a capped or emulated run is named as the class it behaves like, and the CPU it
+    runs on: its measurements are never taken for the CPU's own."""
     model, flags = platform.processor() or platform.machine(), set()
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
@@ -67,6 +68,8 @@ def cpu_name() -> str:
         pass
     isa = "AMX" if "amx_tile" in flags else "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "other"
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
+    if emulated_class():
+        isa = f"{emulated_class()} (emulated by bench.tools.cpu_class on a CPU with {isa})"
     if cap:
         isa = f"{cap} (capped by ONEDNN_MAX_CPU_ISA on a CPU with {isa})"
     return f"{model}, {isa}"

@@ -29,6 +29,7 @@ from spec.config import INT4, INT8
 from spec.models.calibration import machine, read_record, write_record
 from spec.models.conversion_cache import models_dir, prepared_dir
 from spec.models.gguf_weights import Compressed, compress_floats, decompression
+from spec.models.runtime import emulated_class
 from spec.progress import ProgressFn, ignore
 
 CANDIDATES = (INT4, INT8)
@@ -60,17 +61,24 @@ def draft_format(report: ProgressFn = ignore) -> str:
 
 
 def _decide(prepared: Path | None, models: Path, report: ProgressFn) -> str:
-    for folder, mine_only in ((prepared, False), (models, True)):
-        record = read_record(folder / _FILE) if folder is not None else {}
+    for path, mine_only in ((prepared / _FILE if prepared is not None else None, False), (models / _models_file(), True)):
+        record = read_record(path) if path is not None else {}
         if record.get("format") in CANDIDATES and (not mine_only or record.get("machine") == machine()):
             return record["format"]
     record = measure(report)
     if record["seconds"]:  # timed: kept for the next start
         try:
-            write_record(models / _FILE, record)
+            write_record(models / _models_file(), record)
         except OSError as error:  # a read-only folder: the choice stands for this process
             log.warning("Could not keep the draft's format in %s (%s): it is timed again at the next start", models, error)
     return str(record["format"])
+
+
+def _models_file() -> str:
+    """The record's name in the models folder: a run emulating another CPU class (bench.tools.cpu_class)
+    keeps its own, so this CPU's choice is not timed again after it."""
+    emulated = emulated_class()
+    return f"draft-format-emulated-{emulated.lower()}.json" if emulated else _FILE
 
 
 def measure(report: ProgressFn = ignore) -> dict[str, object]:

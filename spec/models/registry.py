@@ -17,7 +17,7 @@ import numpy as np
 
 from spec.config import DEFAULT_PRECISION, INT8, PRECISIONS, WEIGHT_FORMATS, ModelKey, default_device
 from spec.errors import Cancelled, ModelError
-from spec.models.calibration import CallCurve, curve_for
+from spec.models.calibration import CallCurve, curve_for, emulated_class
 from spec.models.conversion_cache import models_dir
 from spec.models.draft_vocabulary import frequent_token_ids
 from spec.models.export import IR_XML
@@ -151,9 +151,16 @@ def _compiled_dir(key: ModelKey) -> Path | None:
     """OpenVINO's compiled-blob cache for `key`; None for a visitor's model, whose blob would stay on disk unbounded."""
     if key.hub_only:
         return None
-    folder = models_dir() / "compiled"
+    folder = compiled_blobs_dir()
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def compiled_blobs_dir() -> Path:
+    """Where OpenVINO keeps the models' compiled blobs; a run emulating another CPU class keeps its
+    own (bench.tools.cpu_class): a blob compiled for this CPU's extensions is not that class's."""
+    emulated = emulated_class()
+    return models_dir() / "compiled" / (f"emulated-{emulated.lower()}" if emulated else "")
 
 
 def _reason(error: Exception) -> str:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
+from spec.models.runtime import emulated_class
 from spec.serving.lanes import Lane
 from spec.serving.phases import RacePhase
 from spec.serving.race import RaceUpdate
@@ -73,14 +74,18 @@ _ids = itertools.count(1)
 
 @functools.lru_cache(maxsize=1)
 def cpu_name() -> str:
-    """This server's CPU as the system names it ("Intel(R) Xeon(R) Platinum 8480+"): what a replay is labelled with."""
+    """This server's CPU as the system names it ("Intel(R) Xeon(R) Platinum 8480+"): what a replay is
+    labelled with; a run emulating a smaller CPU class (bench.tools.cpu_class) says so."""
+    name = platform.processor() or platform.machine() or "an unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                return " ".join(line.split(":", 1)[1].split())
+                name = " ".join(line.split(":", 1)[1].split())
+                break
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "an unknown CPU"
+    emulated = emulated_class()
+    return f"{name} emulating {emulated}" if emulated else name
 
 
 @dataclass(eq=False)
