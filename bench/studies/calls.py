@@ -14,8 +14,9 @@ that answers with the autoregressive tokens `--ar` recorded: under greedy decodi
 gives the same answers, so the calls are the same, in seconds and without the model (a way to try
 a drafting rule; the real run is what checks the texts). `--ar-from RESULTS.json` takes those tokens
 from a benchmark run's greedy autoregressive answers instead, and `--curve RESULTS.json` prices widths
-on the curve that run timed (bench.studies.curve), for a CPU whose curve is not the prior's.
-`--draft REF --draft-call STEPS` drafts with another model (the default pair's 0.5B, loaded as the
+on the curve that run timed (bench.studies.curve), for a CPU whose curve is not the prior's (or a
+file {"steps": {width: steps}, "switch": steps}: every width a calibration times, which a benchmark
+does not). `--draft REF --draft-call STEPS` drafts with another model (the default pair's 0.5B, loaded as the
 page loads it but at f32) priced at another cost per call, and `--drafter draft-model` drafts with
 it alone: what a CPU whose draft token costs more (the AVX2 EPYC's 0.5, docs/cpu-classes.md) would
 make of the same rounds.
@@ -52,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", action="store_true",
                         help="with --replay: lookup also searches the answers to the prompts before (spec.decoding.history)")
     parser.add_argument("--ar-from", type=Path, help="the autoregressive tokens (as --ar holds them) of a benchmark's results JSON")
-    parser.add_argument("--curve", type=Path, help="price widths on the cost curve a benchmark's results JSON timed")
+    parser.add_argument("--curve", type=Path, help="price widths on the cost curve a benchmark's results JSON timed, "
+                                                   "or a {\"steps\": {width: steps}} file")
     args = parser.parse_args(argv)
 
     from spec.decoding.policy import PRIOR_WIDTH_COST, prior_width_cost  # the curve predictions use, whichever engine runs
@@ -60,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     points, args.switch = PRIOR_WIDTH_COST, SWITCH
     try:
         if args.curve:
-            points, args.switch = measured_curve(json.loads(args.curve.read_text()))
+            points, args.switch = curve_from(json.loads(args.curve.read_text()))
         ar_from = answers_from_results(json.loads(args.ar_from.read_text())) if args.ar_from else {}
     except (OSError, ValueError, KeyError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -78,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     curve = f"the curve {args.curve.name} timed" if args.curve else "the prior cost curve"
     print(table(records, prompt_set.name, args.max_new_tokens, f"{answers}, priced on {curve}"))
     return 0
+
+
+def curve_from(data: dict) -> tuple[dict[int, float], float]:
+    """(width -> steps, the switch in steps) from a benchmark's results JSON, or from a curve written
+    as {"steps": {width: steps}, "switch": steps} (a calibration's widths, which a benchmark does not time)."""
+    if "steps" in data:
+        return {int(width): float(steps) for width, steps in data["steps"].items()}, float(data.get("switch", SWITCH))
+    return measured_curve(data)
 
 
 def _prompt_set(value: str):

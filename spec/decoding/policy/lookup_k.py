@@ -12,6 +12,11 @@ from spec.decoding.policy.schedule import Round, RoundResult
 # Match length from which lookup's copy is counted on before costs are timed: the hybrid tries lookup
 # before the draft model, and lookup verifies it before a plain step has been timed.
 SURE_COPY = 2
+# The Ks lookup weighs each round, doubling up to a width of 33 for long copies, and K=3: AVX2
+# kernels multiply up to 4 rows at once, so there a call of 4 can cost less than one of 3 and one of
+# 5 far more. Every width in between was tried too; on other curves it only added near-ties, which a
+# copy breaking early turns into losses (docs/cpu-classes.md).
+LOOKUP_CHOICES = (1, 2, 3, 4, 8, 16, 32)
 
 
 def lookup_state(lookup: PromptLookupDrafter, context: Sequence[int]) -> tuple[int, int]:
@@ -27,8 +32,8 @@ class LookupK(TimedSchedule):
     What a round will keep depends on whether the context's suffix occurred before, and how far
     back that match reaches (LookupAcceptance). Costs are measured per verify width, plus the extra a
     call pays right after one of another width (OpenVINO re-prepares the model), so K widens only
-    when a long copy pays for it (up to 32 drafts, a width of 33) and a round without a match takes
-    a plain step only when that is cheaper than verifying guesses.
+    when a long copy pays for it (up to 32 drafts, a width of 33: LOOKUP_CHOICES) and a round without
+    a match takes a plain step only when that is cheaper than verifying guesses.
     """
 
     def __init__(
@@ -37,7 +42,7 @@ class LookupK(TimedSchedule):
     ):
         super().__init__(costs)
         self.k = k  # the K asked for: where the schedule starts
-        self.choices = choices or tuple(sorted({1, 2, 4, 8, 16, 32, k}))
+        self.choices = choices or tuple(sorted({*LOOKUP_CHOICES, k}))
         self.lookup = lookup if lookup is not None else PromptLookupDrafter(max_ngram)  # asked what it would copy
         self.acceptance = LookupAcceptance()
         self._plan = Round(k, k, PROMPT_LOOKUP)
