@@ -31,7 +31,7 @@ from pathlib import Path
 
 import openvino as ov
 
-CLASSES = ("AVX2", "AVX512")
+CLASSES = ("AVX2", "AVX2_VNNI", "AVX512")
 _PATCHED = ("libopenvino.so.*", "libopenvino_intel_cpu_plugin.so")  # the libraries that ask CPUID what to run
 _TRAP = b"\x06\x90"  # PUSH ES (invalid in 64-bit code, SIGILL), then NOP: never emitted by a compiler
 _CPUID = b"\x0f\xa2"

@@ -9,8 +9,9 @@
  * default action (the process dies, as it would have).
  *
  * SPEC_CPU_CLASS selects the class: "AVX2" (an AVX2-only CPU such as AMD Zen 3: no AVX-512, no
- * VNNI, no BF16, no AMX) or "AVX512" (AVX-512 with VNNI and BF16, no AMX: a Zen 4/5 or Cascade/Ice
- * Lake-like CPU on an AMX Xeon).
+ * VNNI, no BF16, no AMX), "AVX2_VNNI" (the same with AVX-VNNI, as Intel's laptop CPUs since Alder
+ * Lake: 8-bit dot products on 256-bit vectors) or "AVX512" (AVX-512 with VNNI and BF16, no AMX: a
+ * Zen 4/5 or Cascade/Ice Lake-like CPU on an AMX Xeon).
  */
 #define _GNU_SOURCE
 #include <cpuid.h>
@@ -22,7 +23,8 @@
 
 #define BIT(n) (1u << (n))
 
-static int avx2_only;  /* 1: AVX2 class; 0: AVX-512 class (only AMX cleared) */
+static int avx2_only;  /* 1: an AVX2 class; 0: the AVX-512 class (only AMX cleared) */
+static int avx_vnni;  /* 1: AVX2 with AVX-VNNI kept (Intel's clients since Alder Lake) */
 
 static void mask(uint32_t leaf, uint32_t sub, uint32_t *a, uint32_t *b, uint32_t *c, uint32_t *d) {
     (void)b;
@@ -42,8 +44,8 @@ static void mask(uint32_t leaf, uint32_t sub, uint32_t *a, uint32_t *b, uint32_t
         *a &= ~BIT(21);
         *d &= ~(BIT(8) | BIT(19));
         if (avx2_only) {
-            /* EAX: AVX-VNNI, AVX512_BF16, AVX-IFMA; EDX: AVX-VNNI-INT8, AVX-NE-CONVERT, AVX-VNNI-INT16 */
-            *a &= ~(BIT(4) | BIT(5) | BIT(23));
+            /* EAX: AVX-VNNI (unless kept), AVX512_BF16, AVX-IFMA; EDX: AVX-VNNI-INT8, AVX-NE-CONVERT, AVX-VNNI-INT16 */
+            *a &= ~((avx_vnni ? 0 : BIT(4)) | BIT(5) | BIT(23));
             *d &= ~(BIT(4) | BIT(5) | BIT(10));
         }
     } else if (leaf == 0xd && sub == 0) {
@@ -79,6 +81,7 @@ static void on_sigill(int signal_number, siginfo_t *info, void *context) {
 __attribute__((constructor)) static void install(void) {
     const char *name = getenv("SPEC_CPU_CLASS");
     avx2_only = !(name && strcmp(name, "AVX512") == 0);
+    avx_vnni = name && strcmp(name, "AVX2_VNNI") == 0;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_sigill;
