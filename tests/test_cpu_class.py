@@ -22,11 +22,13 @@ _PROBE = r"""
 int main(void) {
     unsigned a, b, c, d;
     __cpuid_count(7, 0, a, b, c, d);
-    printf("%u %u %u\n", b, c, d);
+    printf("%u %u %u ", b, c, d);
+    __cpuid_count(7, 1, a, b, c, d);
+    printf("%u\n", a);
     return 0;
 }
 """
-_AVX512_VNNI, _AMX_TILE = 1 << 11, 1 << 24
+_AVX512_VNNI, _AMX_TILE, _AVX_VNNI = 1 << 11, 1 << 24, 1 << 4
 _AVX512_EBX = sum(1 << bit for bit in (16, 17, 21, 26, 27, 28, 30, 31))  # AVX512F, DQ, IFMA, PF, ER, CD, BW, VL
 
 
@@ -44,14 +46,16 @@ def _run_as(program, name: str) -> list[int]:
 
 
 def test_a_patched_cpuid_answers_without_the_hidden_extensions(tmp_path):
-    program, (ebx, ecx, edx) = _probe(tmp_path)
+    program, (ebx, ecx, edx, eax1) = _probe(tmp_path)
     assert cpu_class.trap_cpuid(program) >= 1
     alone = subprocess.run([str(program)], capture_output=True)
     assert alone.returncode != 0  # the trap traps: without the mask the program dies of SIGILL
-    b, c, d = _run_as(program, "AVX2")
+    b, c, d, a1 = _run_as(program, "AVX2")
     assert b == ebx & ~_AVX512_EBX  # AVX-512 hidden, AVX2 (bit 5) and the rest as the CPU says
-    assert c & _AVX512_VNNI == 0 and d & _AMX_TILE == 0
-    b, c, d = _run_as(program, "AVX512")
+    assert c & _AVX512_VNNI == 0 and d & _AMX_TILE == 0 and a1 & _AVX_VNNI == 0
+    b, c, d, a1 = _run_as(program, "AVX2_VNNI")
+    assert b == ebx & ~_AVX512_EBX and a1 & _AVX_VNNI == eax1 & _AVX_VNNI  # AVX-VNNI as the CPU has it
+    b, c, d, a1 = _run_as(program, "AVX512")
     assert (b, c) == (ebx, ecx) and d == edx & ~_AMX_TILE  # only AMX hidden
 
 
