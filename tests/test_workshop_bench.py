@@ -85,6 +85,11 @@ def test_served_reports_positive_ratios_per_lane(tiny_app_env, capsys):
     # Every figure names its CPU, and says where the cores went while the app served the race.
     assert result["settings"]["cpu"] in printed and "cores" in result["settings"]["cpu"]
     assert result["cpu_seconds_per_race"]["race"]["computing"] > 0 and "CPU seconds per served race (race" in printed
+    # And where each lane's compute went, alone and served: its calls, and their seconds.
+    for channel in ("alone", "race"):
+        run = result["calls"]["Tiny one"][channel]["autoregressive"][0]
+        assert run["target_calls"] == run["plain_steps"] + 1 and run["target_seconds"] > 0 and run["draft_tokens"] == 0
+    assert "| speculative | race |" in printed
 
 
 def test_served_says_one_sentence_for_a_bad_option(capsys):

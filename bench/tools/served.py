@@ -95,11 +95,11 @@ class Engine:
                 pass
         except Exception as error:  # a model that does not load, a prompt too long: one sentence
             raise SetupError(f"the {mode} run alone failed: {type(error).__name__}: {str(error)[:300]}") from None
-        return step.stats.decode_tokens_per_second
+        return step.stats.as_dict()
 
 
-def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: float) -> float:
-    """Decode tokens/s of one lane run alone through `python -m spec run --json` in its own process
+def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: float) -> dict:
+    """The statistics of one lane run alone through `python -m spec run --json` in its own process
     (models loaded afresh and not warmed up)."""
     d, draft = page.defaults, page.draft if mode == "speculative" else None
     command = [sys.executable, "-m", "spec", "run", "--json", "--quiet", "--target", page.target.ref, "--mode", mode,
@@ -116,7 +116,7 @@ def alone(page: Page, prompt: str, mode: str, max_new_tokens: int, timeout: floa
         raise SetupError(f"python -m spec run ({mode}) took more than {timeout:.0f} s") from None
     if done.returncode != 0:
         raise SetupError(f"python -m spec run ({mode}) failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])["decode_tokens_per_second"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _formats(target: ModelKey, draft: ModelKey | None) -> list[str]:
@@ -129,14 +129,23 @@ def _formats(target: ModelKey, draft: ModelKey | None) -> list[str]:
     return ["--precision", target.precision] + ([] if own == (target, draft) else ["--weight-format", target.weight_format])
 
 
-def _lanes(numbers: dict | None, what: str) -> dict[str, float]:
+def _lanes(numbers: dict | None, what: str) -> dict[str, dict]:
     if not numbers or numbers.get("verdict") is None:
         raise SetupError(f"{what} ended without its verdict ({numbers and (numbers.get('error') or numbers.get('phase'))})")
-    return {lane: numbers[lane]["decode_tokens_per_second"] for lane in LANES}
+    return {lane: numbers[lane] for lane in LANES}
 
 
-def served(client, page: Page, prompt: str, max_new_tokens: int, timeout: float) -> dict[str, float]:
-    """Decode tokens/s of each lane of a fresh live race through /race_live (no browser)."""
+# What a lane's statistics (spec.decoding.metrics.Stats) say of where its time went: served and
+# alone, the same greedy generation makes the same calls unless its schedule decided otherwise.
+CALLS = ("target_calls", "plain_steps", "draft_tokens", "accepted", "target_seconds", "verify_seconds", "draft_seconds", "seconds")
+
+
+def _calls(stats: dict) -> dict[str, float]:
+    return {name: stats[name] for name in CALLS if name in stats}
+
+
+def served(client, page: Page, prompt: str, max_new_tokens: int, timeout: float) -> dict[str, dict]:
+    """The statistics of each lane of a fresh live race through /race_live (no browser)."""
     job = client.submit(**page.inputs(prompt, max_new_tokens), api_name="/race_live")
     try:
         job.result(timeout=timeout)
@@ -174,8 +183,8 @@ class Browser:
             except Exception:
                 pass
 
-    def race(self, client, page: Page, prompt: str, max_new_tokens: int) -> dict[str, float]:
-        """Decode tokens/s of each lane of a live race the page itself started and renders."""
+    def race(self, client, page: Page, prompt: str, max_new_tokens: int) -> dict[str, dict]:
+        """The statistics of each lane of a live race the page itself started and renders."""
         self.page.locator("#prompt textarea").fill(prompt)
         slider = self.page.locator("#max-new-tokens input[type=number]")
         slider.fill(str(max_new_tokens))
@@ -203,7 +212,13 @@ def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int,
     channels = ["race"] + (["browser"] if browser else [])
     runs = {label: {"alone": {lane: [] for lane in LANES}, **{c: {lane: [] for lane in LANES} for c in channels}}
             for label, _ in examples}
+    calls = {label: {c: {lane: [] for lane in LANES} for c in ("alone", *channels)} for label, _ in examples}
     cpu = {c: {"computing": [], "serving": [], "chromium": []} for c in channels}  # CPU seconds per served race
+
+    def record(label, channel, lanes):
+        for lane, stats in lanes.items():
+            runs[label][channel][lane].append(stats["decode_tokens_per_second"])
+            calls[label][channel][lane].append(_calls(stats))
 
     def counted(channel, race):
         with CpuSpent(app_pid, browser=browser is not None) as spent:
@@ -214,16 +229,13 @@ def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int,
         return lanes
 
     def run_alone(label, prompt):
-        for lane in LANES:
-            runs[label]["alone"][lane].append(engine.run(prompt, lane, max_new_tokens) if engine
-                                              else alone(page, prompt, lane, max_new_tokens, timeout))
+        record(label, "alone", {lane: engine.run(prompt, lane, max_new_tokens) if engine
+                                else alone(page, prompt, lane, max_new_tokens, timeout) for lane in LANES})
 
     def run_served(label, prompt):
-        for lane, value in counted("race", lambda: served(client, page, prompt, max_new_tokens, timeout)).items():
-            runs[label]["race"][lane].append(value)
+        record(label, "race", counted("race", lambda: served(client, page, prompt, max_new_tokens, timeout)))
         if browser:
-            for lane, value in counted("browser", lambda: browser.race(client, page, prompt, max_new_tokens)).items():
-                runs[label]["browser"][lane].append(value)
+            record(label, "browser", counted("browser", lambda: browser.race(client, page, prompt, max_new_tokens)))
 
     for repeat in range(repeats):
         for i, (label, prompt) in enumerate(examples):
@@ -246,7 +258,7 @@ def measure(url: str, page: Page, examples: list[tuple[str, str]], repeats: int,
                for channel in channels for lane in LANES]
     cpu_seconds = {c: {part: statistics.median(values) for part, values in parts.items() if values} for c, parts in cpu.items()}
     return {"per_example": per_example, "medians": medians, "targets": targets, "cpu_seconds_per_race": cpu_seconds,
-            "runs": runs, "cpu_runs": cpu}
+            "runs": runs, "calls": calls, "cpu_runs": cpu}
 
 
 def _ratio(served: list[float], alone: list[float]) -> float:
@@ -266,9 +278,34 @@ def report(result: dict, channels: list[str]) -> str:
         if parts:
             lines.append(f"CPU seconds per served race ({channel}, median): " +
                          ", ".join(f"{part} {seconds:.2f}" for part, seconds in parts.items()))
+    lines += calls_table(result.get("calls", {}), channels)
     lines += ["", "Targets:"]
     lines += [f"  [{'met' if t['met'] else 'MISSED'}] {t['target']}: {t['measured']:.3f}" for t in result["targets"]]
     return "\n".join(lines)
+
+
+def calls_table(calls: dict, channels: list[str]) -> list[str]:
+    """Where each lane's compute went, alone and served (medians over every run of every example):
+    the same calls served with slower seconds point at the serving, other calls at the schedule."""
+    if not calls:
+        return []
+    lines = ["", "| lane | run | target calls | plain steps | draft tokens | target ms a call | draft ms a draft token | other ms a token |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for lane in LANES:
+        for channel in ("alone", *channels):
+            every = [run for label in calls for run in calls[label][channel][lane]]
+            if not every or any(name not in run for run in every for name in CALLS):
+                continue
+
+            def median(value, every=every) -> float:
+                return statistics.median(value(run) for run in every)
+
+            lines.append(f"| {lane} | {channel} | {median(lambda r: r['target_calls']):.0f} | {median(lambda r: r['plain_steps']):.0f} | "
+                         f"{median(lambda r: r['draft_tokens']):.0f} | "
+                         f"{median(lambda r: 1e3 * r['target_seconds'] / max(1, r['target_calls'] - 1)):.1f} | "
+                         f"{median(lambda r: 1e3 * r['draft_seconds'] / r['draft_tokens'] if r['draft_tokens'] else 0.0):.1f} | "
+                         f"{median(lambda r: 1e3 * (r['seconds'] - r['target_seconds'] - r['draft_seconds']) / max(1, r['target_calls'])):.1f} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
