@@ -4,7 +4,8 @@ against the same speculative generation alone, in turns, each with a learned sta
 
 Where a served lane is slower than alone (bench.tools.served), this says whether the race itself
 (the lanes taking turns on one compiled target) or the serving around it is the cause. Prints each
-run's speculative calls and seconds, as bench.tools.served's calls table counts them.
+run's speculative calls and seconds, as bench.tools.served's calls table counts them, and the
+draft's catching up (its first reading of the prompt included), which its decode time carries.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.repeats):
         *_, last = run_race(prompt, target, draft, "hybrid", config, threading.Event(), learned=raced)
         _show("race", last.speculative.stats)
+        _show("  (its autoregressive lane)", last.autoregressive.stats)
         *_, step = stream(prompt, target, config, draft=draft, drafter="hybrid", cancel=threading.Event(), learned=alone)
         _show("alone", step.stats)
     return 0
@@ -47,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 def _show(kind: str, s) -> None:
     print(f"{kind:6} target calls {s.target_calls:3}, plain steps {s.plain_steps:3}, draft tokens {s.draft_tokens:3}, "
           f"accepted {s.accepted:3}; verify {s.verify_seconds:.2f} s, target {s.target_seconds:.2f} s, "
-          f"draft {s.draft_seconds:.2f} s; {s.decode_tokens_per_second:.1f} decode tokens/s", flush=True)
+          f"draft {s.draft_seconds:.2f} s (of which catching up {s.draft_catch_up_seconds:.2f} s); {s.new_tokens} tokens, "
+          f"first after {s.ttft_seconds:.2f} s, {s.decode_tokens_per_second:.1f} decode tokens/s", flush=True)
 
 
 if __name__ == "__main__":
