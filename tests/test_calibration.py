@@ -1,6 +1,7 @@
 """Knowing the machine: each width's cost measured and kept per machine, compile settings chosen by
 measurement per method, and schedules that price widths from this CPU's curve from the first round."""
 import io
+import time
 
 import pytest
 
@@ -92,6 +93,27 @@ def test_a_curve_times_wide_calls_once_a_run_and_the_rest_thrice():
     counted = {width: calls.count(("a", width)) for width in (1, 9, calibration._WIDE, 33)}
     untimed = calibration._SWITCH_CALLS
     assert counted == {1: 2 * (untimed + 3), 9: 2 * (untimed + 3), calibration._WIDE: 2 * (untimed + 1), 33: 2 * (untimed + 1)}
+
+
+class _SlowModel(_CountingModel):
+    """Calls that take (width² × 4) ms: a call of 3 costs 9 steps, of 4 16."""
+
+    def forward(self, tokens, keep=None):
+        super().forward(tokens, keep)
+        if keep is None:  # the context's prefill is not timed
+            time.sleep(len(tokens) ** 2 * 0.004)
+
+
+def test_calls_costing_two_steps_or_more_are_timed_once_a_run():
+    """On AVX2 kernels a call of 5 costs 3.9 steps and one of 9 5.2: timed thrice a run like a step,
+    they made most of the 29 s a first start spent on the target's curve there."""
+    calls = []
+    curve = measure_curve(_SlowModel("a", calls), (1, 3, 4), repeats=3)
+    counted = {width: calls.count(("a", width)) for width in (1, 3, 4)}
+    untimed = calibration._SWITCH_CALLS
+    # Upwards, a call of 3 is judged by the step before it (1 step: thrice); downwards by its own first run.
+    assert counted == {1: 2 * (untimed + 3), 3: (untimed + 3) + (untimed + 1), 4: 2 * (untimed + 1)}
+    assert curve.in_steps()[3] > calibration._DEAR
 
 
 def test_curves_timed_side_by_side_take_turns_at_each_width():

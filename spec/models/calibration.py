@@ -44,6 +44,10 @@ _REPEATS = 3  # timed calls per width in each of its two runs (medians)
 # one timed call per run prices them. Timing is most of a first start's wait, and these widths were
 # most of the curve's time (the AVX-512 EPYC: w13, w17 and w33 together 7.6 steps a call).
 _WIDE = 13
+# So are calls costing at least this many steps and seconds, at any width (on AVX2 kernels from
+# width 5): each lasts long enough that one call a run is timed well, and they are most of a first
+# start's timing.
+_DEAR, _DEAR_SECONDS = 2.0, 0.01
 _SWITCH_CALLS = 2  # untimed calls at the start of a run: a change of width slows more than the first call
 _FILE = "calibration.json"
 _lock = threading.Lock()
@@ -106,8 +110,8 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
     a slow moment on a shared machine or a cold start does not land on one width alone. A run's
     first calls are not timed: the calls right after one of another width also pay for OpenVINO
     re-preparing the model, which the schedules count apart. Each width's seconds are the median
-    of a run's timed calls (one call a run from _WIDE up), the quicker of its two runs: a busy
-    moment only ever adds time."""
+    of a run's timed calls (one call a run from _WIDE up, and for calls costing _DEAR steps or
+    more), the quicker of its two runs: a busy moment only ever adds time."""
     return measure_curves([model], widths, repeats, context)[0]
 
 
@@ -128,7 +132,7 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
             for cache, medians in zip(caches, runs):
                 times = []
-                for call in range(_SWITCH_CALLS + (repeats if width < _WIDE else 1)):
+                for call in range(_SWITCH_CALLS + (repeats if width < _WIDE and not _dear(medians, width) else 1)):
                     started = time.perf_counter()
                     cache.forward(tokens)
                     if call >= _SWITCH_CALLS:
@@ -139,6 +143,14 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
         for cache in caches:
             cache.release()
     return [CallCurve({width: min(values) for width, values in medians.items()}, machine()) for medians in runs]
+
+
+def _dear(medians: dict[int, list[float]], width: int) -> bool:
+    """Whether a call of `width` costs _DEAR steps or more, as far as this measurement has timed it:
+    its own first run, else the widest narrower call timed (calls grow dearer with width)."""
+    step = medians.get(1)
+    known = medians[width] or [values[0] for narrower, values in sorted(medians.items()) if narrower < width and values][-1:]
+    return bool(step and known) and known[0] >= max(_DEAR * step[0], _DEAR_SECONDS)
 
 
 def calibration_key(xml: Path, properties: dict[str, object], extra: str = "") -> str:
