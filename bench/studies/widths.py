@@ -3,8 +3,8 @@ some beyond, in one-token steps, on this CPU, as the page compiles it; and what 
 costs. The file is what `bench.studies.calls --curve` prices widths on.
 
 The benchmark times widths 1, 2, 3, 5 and 9, and calibration the widths the schedules choose from;
-this times every width in between too, to show where a CPU's cost jumps (AVX2 kernels multiply
-four rows at a time: a call of 5 costs far more than one of 4). Run it under bench.tools.cpu_class
+this times every width in between too, to show where a CPU's cost jumps (on AVX2 kernels a call
+of 5 costs far more than one of 4). Run it under bench.tools.cpu_class
 to see another class's curve from this machine.
 """
 from __future__ import annotations
