@@ -225,7 +225,9 @@ def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     name = next((" ".join(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("model name")), "?")
     flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
     found = [flag for flag in CPU_FLAGS if flag in flags]
-    emulated = os.environ.get("SPEC_CPU_CLASS") if "cpuid_mask" in os.environ.get("LD_PRELOAD", "") else None
+    from spec.models.runtime import emulated_class
+
+    emulated = emulated_class()
     if emulated:  # bench.tools.cpu_class: the app it starts inherits the mask
         name = f"{name} emulating {emulated} (OpenVINO sees no {'AVX-512, ' if emulated == 'AVX2' else ''}AMX)"
     return f"{name}, {os.cpu_count()} cores, {' '.join(found) or 'none of ' + ' '.join(CPU_FLAGS)}" + \
