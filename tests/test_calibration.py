@@ -7,7 +7,7 @@ import pytest
 
 from spec.config import DEFAULT_PRECISION, ModelKey
 from spec.decoding.engine import generate
-from spec.decoding.policy import CallCosts, DynamicK, PairMemory, Round
+from spec.decoding.policy import CallCosts, DynamicK, LookupK, PairMemory, Round
 from spec.models import calibration, registry, tuning, weigh
 from spec.models.calibration import CALIBRATED_WIDTHS, CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
 from spec.models.registry import load_model
@@ -326,12 +326,16 @@ def test_a_model_at_the_default_precision_is_tuned_once_and_each_method_runs_wit
 def _draft_model_schedule(curve_in_steps: dict[int, float]) -> DynamicK:
     """Dynamic K for a draft kept 80% of the time and costing 0.15 of a step, on a target whose calls cost `curve_in_steps`."""
     memory = PairMemory(accepted=8.0, rejected=2.0, long_accepted=8.0, long_rejected=2.0, call_seconds=0.15 * STEP)
-    return DynamicK(4, memory=memory, costs=CallCosts.calibrated({w: STEP * c for w, c in curve_in_steps.items()}))
+    costs = CallCosts.calibrated({w: STEP * c for w, c in curve_in_steps.items()})
+    schedule = DynamicK(4, memory=memory, costs=costs)
+    assert schedule.next_round([1, 2, 3]) == Round(0, 0)  # a step first: the calibration's was timed at another moment
+    costs.observe(1, STEP, last_width=1)  # as calibrated
+    return schedule
 
 
 def test_a_calibrated_curve_keeps_rounds_under_the_width_where_this_cpus_cost_jumps():
-    """Before any call is timed, the schedule prices widths from this machine's curve: on the AVX2
-    curve 3 drafts are checked at width 4, below the jump at 5; on the AMX curve 4 drafts at width 5."""
+    """Before any verify call is timed, the schedule prices widths from this machine's curve: on the
+    AVX2 curve 3 drafts are checked at width 4, below the jump at 5; on the AMX curve 4 drafts at width 5."""
     assert _draft_model_schedule(AVX2).next_round([1, 2, 3]) == Round(3, 3)
     assert _draft_model_schedule(AMX).next_round([1, 2, 3]) == Round(4, 4)
     # Widths the calibration never timed follow this curve's slope, not another CPU's.
@@ -339,6 +343,24 @@ def test_a_calibrated_curve_keeps_rounds_under_the_width_where_this_cpus_cost_ju
     assert costs.steady(9) == pytest.approx(costs.steady(5) + 4 * (costs.steady(5) - costs.steady(2)) / 3)
     with pytest.raises(ValueError, match="one-token step"):
         CallCosts.calibrated({2: STEP})
+
+
+def test_a_calibrated_step_timed_here_takes_this_moments_price_at_once():
+    """A kept curve was timed at another moment: the step's first timing in this process replaces it
+    (calibrated in a slow moment, it would otherwise stay priced as dear for as long as speculation
+    takes no plain step), and later timings average as any do. Schedules time the step first."""
+    costs = CallCosts.calibrated({1: STEP, 2: STEP, 5: 2 * STEP})
+    assert not costs.timed(1)
+    costs.observe(1, 0.8 * STEP, last_width=2)  # right after another width: no fair sample
+    assert costs.steady(1) == STEP and not costs.timed(1)
+    costs.observe(1, 0.8 * STEP, last_width=1)
+    assert costs.steady(1) == pytest.approx(0.8 * STEP) and costs.timed(1)
+    costs.observe(1, 0.9 * STEP, last_width=1)
+    assert 0.8 * STEP < costs.steady(1) < 0.9 * STEP
+    assert costs.steady(5) == 2 * STEP and not costs.timed(5)
+    costs.observe(5, 1.8 * STEP, last_width=5)  # a verify width averages from the calibration's: it is timed often
+    assert costs.steady(5) == pytest.approx(0.7 * 2 * STEP + 0.3 * 1.8 * STEP) and costs.timed(5)
+    assert LookupK(4, costs=CallCosts.calibrated({1: STEP, 5: 2 * STEP})).next_round(list(range(100, 140))) == Round(0, 0)
 
 
 def test_the_page_says_when_this_cpu_makes_verify_calls_dear_and_how_each_method_was_compiled():

@@ -40,6 +40,7 @@ class CallCosts:
     seconds: dict[int, float] = field(default_factory=dict)  # width -> decayed seconds of a call at a steady width
     switch: float | None = None  # seconds a call pays extra right after one of another width
     prior: dict[int, float] = field(default_factory=lambda: PRIOR_WIDTH_COST)  # the curve until widths are timed
+    kept: set[int] = field(default_factory=set)  # widths whose seconds are still the calibration's, timed at another moment
 
     @classmethod
     def for_precision(cls, precision: str) -> "CallCosts":
@@ -53,7 +54,11 @@ class CallCosts:
         first round, and widths it never timed by that curve's shape."""
         if 1 not in seconds or seconds[1] <= 0:
             raise ValueError(f"a calibrated curve needs a one-token step's seconds, got widths {sorted(seconds)}")
-        return cls(dict(seconds), prior={width: s / seconds[1] for width, s in seconds.items()})
+        return cls(dict(seconds), prior={width: s / seconds[1] for width, s in seconds.items()}, kept=set(seconds))
+
+    def timed(self, width: int) -> bool:
+        """Whether this target's generations have timed calls of this width (not only its calibration)."""
+        return width in self.seconds and width not in self.kept
 
     def cost(self, width: int, last_width: int | None) -> float:
         """Seconds a call of this width takes right after one of `last_width`, counting the switch when it differs."""
@@ -78,7 +83,12 @@ class CallCosts:
     def observe(self, width: int, seconds: float, last_width: int | None) -> None:
         """Learn from a call of this width that took `seconds` right after one of `last_width` (None: unknown)."""
         if last_width == width:
-            self.seconds[width] = decayed_average(self.seconds.get(width), seconds)
+            # The step is what every round is weighed against, and speculation seldom takes one: its
+            # first timing here replaces the calibration's, where a slow moment on a shared host can
+            # have landed on the step alone. Verify widths are timed every round they are used.
+            fresh = width == 1 and width in self.kept
+            self.seconds[width] = decayed_average(None if fresh else self.seconds.get(width), seconds)
+            self.kept.discard(width)
         elif last_width is not None and width in self.seconds:
             self.switch = decayed_average(self.switch, max(0.0, seconds - self.seconds[width]))
 

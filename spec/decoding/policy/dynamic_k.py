@@ -73,7 +73,7 @@ class DynamicK(TimedSchedule):
     @property
     def t_step(self) -> float | None:
         """Seconds of a plain (1-token) target step, once two in a row were timed."""
-        return self.costs.seconds.get(1)
+        return self.costs.steady(1) if self.costs.timed(1) else None
 
     @property
     def draft_cost(self) -> float | None:

@@ -63,10 +63,11 @@ class LookupK(TimedSchedule):
         key, available = self._match = lookup_state(self.lookup, context)
         if self._last_width is None and not self.costs.seconds:
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP)  # nothing measured yet: the K asked for
-        elif 1 not in self.costs.seconds and key < SURE_COPY:
+        elif not self.costs.timed(1) and key < SURE_COPY:
             # A plain step is what every round is weighed against: time it (two in a row) before
-            # weighing rounds of guesses, as DynamicK does. Priced from a verify call through another
-            # CPU's curve, it can look far dearer than it is, and lookup would never take one.
+            # weighing rounds of guesses, as DynamicK does, once for the target's generations here.
+            # Priced from a verify call through another CPU's curve, or at a calibration's moment, it
+            # can look far dearer than it is, and lookup would never take one.
             self._plan = Round(0, 0)
         else:
             rates = self.rates(key, available)
