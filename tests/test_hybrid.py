@@ -98,6 +98,32 @@ def test_the_catch_up_is_priced_only_where_there_is_one_and_shared_by_the_run_it
     assert behind == pytest.approx(in_step * 1.44 / (1.44 + 1.2 * schedule.run_length ** -1))
 
 
+def test_the_draft_models_first_reading_of_the_prompt_is_priced_over_what_is_left_to_write():
+    """A draft model reads the prompt before its first draft (on AVX2 kernels in f32, the dearest part
+    of its drafting): where its rounds tie with lookup's it is not worth that reading for a short
+    answer, and is for a long one. The price is learned from the pair's first reading."""
+    first = timed(alpha_draft=0.6, call_seconds=0.1)
+    first.budget = 64
+    first.next_round(NEW_TEXT)
+    first._plan = Round(4, 4, DRAFT_MODEL)
+    first.observe_round(RoundResult(4, 2, 0.4, 1.2, catch_up_seconds=0.02 * (len(NEW_TEXT) - 1)))
+    assert first.memory.read_seconds == pytest.approx(0.02)
+
+    def source(budget: int | None, read_seconds: float | None) -> str:
+        schedule = timed(alpha_draft=0.6, call_seconds=0.1)
+        schedule.budget, schedule.memory.read_seconds = budget, read_seconds
+        return schedule.next_round(NEW_TEXT).source
+
+    # Reading its 47 tokens takes 9.4 s here, where a verify call takes 1.2 s.
+    assert source(16, None) == source(None, 0.2) == DRAFT_MODEL  # not priced: as before
+    assert source(16, 0.2) != DRAFT_MODEL  # 16 tokens at most to share it: a plain step yields more
+    assert source(4096, 0.2) == DRAFT_MODEL
+    # Nor is it probed before it has read this prompt: a probe would cost that whole reading.
+    poor = timed(alpha_draft=0.15, call_seconds=0.3)
+    poor.budget, poor.memory.read_seconds = 512, 0.2
+    assert plans_until_the_model_drafts(poor, NEW_TEXT, limit=40) == 40
+
+
 def test_each_source_learns_from_its_own_rounds():
     schedule = timed(alpha_draft=0.9)
     for _ in range(10):  # the draft keeps failing here

@@ -22,4 +22,4 @@ class HybridPlugin:
     def schedule(self, drafter: HybridDrafter, config: GenerationConfig, memory: PairMemory | None,
                  costs: CallCosts | None) -> Schedule:
         return HybridK(config.num_assistant_tokens, config.dynamic_k, memory, config.max_matching_ngram_size,
-                       drafter.lookup, costs)
+                       drafter.lookup, costs, config.max_new_tokens)

@@ -40,6 +40,7 @@ class PairMemory:
     extra_calls: float = 0.0  # e: calls a round makes beyond the tokens it drafts
     catch_up_seconds: float | None = None  # a catch-up after rounds it did not draft, averaged (what the hybrid prices)
     last_catch_up_seconds: float | None = None  # the latest catch-up, the prompt's included (how long dynamic K pauses)
+    read_seconds: float | None = None  # seconds the draft model takes per token of a prompt it first reads (the hybrid prices it)
     pause: Pause = field(default_factory=Pause)  # dynamic K's plain steps before the next probe
 
     @property

@@ -35,17 +35,24 @@ class HybridK(LookupK):
     the length runs have had); and only where the draft is more tokens behind than its first step
     reads anyway. Priced whole on every round after lookup's, even one that kept nothing, it kept the
     model out wherever lookup's guesses beat one round by a little, however long the text without a copy.
+    Its first catch-up in a generation is reading the prompt, dear where a prompt is read in f32:
+    each token the draft model would keep bears a share of that reading, spread over the tokens the
+    generation may still write (`budget`), so the model is not brought in for rounds that only tie
+    with lookup's or plain steps.
     The model's estimates change only in rounds it drafts, so where lookup has no sure copy it is
     probed after a pause without it (8 rounds, doubling to 64 while probes confirm it does not pay).
     """
 
     def __init__(
         self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3,
-        lookup: PromptLookupDrafter | None = None, costs: CallCosts | None = None,
+        lookup: PromptLookupDrafter | None = None, costs: CallCosts | None = None, budget: int | None = None,
     ):
         super().__init__(k, max_ngram, None if dynamic else (k,), lookup, costs)
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
+        self.budget = budget  # new tokens the generation may write (None: not said, the prompt's reading is not priced)
+        self._context = 0  # tokens in the context the round was planned for
+        self._prompt: int | None = None  # of which the prompt: the context at the first round, but its last token
         self._read_prompt = False  # whether the draft model has read the prompt (its first round's "catch-up")
         self._unread = 0  # tokens the target kept that the draft model has not read
         self._run = 0  # draft-model rounds since its last catch-up
@@ -55,8 +62,11 @@ class HybridK(LookupK):
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
-        m, behind = self.memory, 0.0
-        if self._unread > READ_WITH_FIRST_STEP:  # it is behind: one call first to feed it what the target kept
+        m, behind, read_share = self.memory, 0.0, 0.0
+        if self._prices_prompt():  # seconds per kept token: the prompt's reading, spread over what is left to write
+            left = max(1, self.budget - (self._context - self._prompt))
+            read_share = m.read_seconds * (self._context - 1) / left
+        elif self._unread > READ_WITH_FIRST_STEP:  # it is behind: one call first to feed it what the target kept
             catch_up = m.catch_up_seconds if m.catch_up_seconds is not None else m.call_seconds
             behind = catch_up / max(1.0, self.run_length if self.run_length is not None else _PRIOR_RUN)
         verify = {k: self.cost(k + 1) for k in (range(1, self.k + 1) if self.dynamic else (self.k,))}
@@ -69,12 +79,19 @@ class HybridK(LookupK):
                 survive *= alpha if k <= n else guessed
                 tokens += survive
                 if k >= n and k in verify:
-                    rates[Round(k, n, DRAFT_MODEL)] = tokens / (verify[k] + behind + m.round_seconds(n))
+                    rates[Round(k, n, DRAFT_MODEL)] = tokens / (verify[k] + behind + m.round_seconds(n) + tokens * read_share)
         if not self.dynamic:
             rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates
 
+    def _prices_prompt(self) -> bool:
+        """Whether the draft model's next round reads the prompt first, and that reading has a price."""
+        return not self._read_prompt and self.memory.read_seconds is not None and self.budget is not None
+
     def next_round(self, context: Sequence[int]) -> Round:
+        self._context = len(context)
+        if self._prompt is None:
+            self._prompt = len(context) - 1
         if self.memory.call_seconds is None or (self._last_width is None and not self.costs.seconds):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
             key, available = self._match = lookup_state(self.lookup, context)
@@ -84,7 +101,9 @@ class HybridK(LookupK):
         if plan.source == DRAFT_MODEL:  # chosen on its merits: a short pause again from here
             self.pause.reset()
             self.pause.start(_HYBRID_MAX_PAUSE)
-        elif self.pause.over and self._match[0] < SURE_COPY:
+        elif self.pause.over and self._match[0] < SURE_COPY and not self._prices_prompt():
+            # A probe refreshes estimates earlier prompts made; before the model has read this prompt it
+            # would cost that whole reading, and its rounds were weighed above at what they cost with it.
             self._plan = self.probe()
         else:
             self.pause.tick()
@@ -132,6 +151,8 @@ class HybridK(LookupK):
             # priced at what it costs from the first round after lookup, not as one ordinary call.
             if self._read_prompt:
                 m.catch_up_seconds = decayed_average(m.catch_up_seconds, catch_up_seconds)
+            else:  # it read all of the context but its last token
+                m.read_seconds = decayed_average(m.read_seconds, catch_up_seconds / max(1, self._context - 1))
             self._read_prompt = True
         m.observe_acceptance(drafted, accepted, DECAY)
         if drafted:
