@@ -5,7 +5,9 @@ what each example shows, measured, for the table in docs/benchmarks.md.
     python -m bench.tools.examples --preset "Qwen2.5-Coder-1.5B + SmolLM2-135M draft (offline, across tokenizers)"
 
 Prints a Markdown table (decode speed-up, what Leviathan's formula predicted from the race's own
-measurements, tokens per target call, whether the greedy texts were identical), one row per example.
+measurements, tokens per target call, whether the greedy texts were identical, and what the
+speculative lane's schedule chose, per race: plain steps, and the seconds a draft model spent
+catching up, its first reading of the prompt included: 0 where it never drafted), one row per example.
 """
 from __future__ import annotations
 
@@ -47,10 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=True)
     print(f"{pair.label}, {drafter}, greedy, {args.max_new_tokens} new tokens, K={args.k}, dynamic K, "
           f"{pair.precision} precision; median of {args.runs} races\n")
-    print("| example | decode speed-up | formula predicted | tokens per target call | greedy texts |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| example | decode speed-up | formula predicted | tokens per target call | greedy texts "
+          "| plain steps | draft model's catch-up s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for label, prompt in app.EXAMPLES:
-        speedups, predicted, per_call, identical = [], [], [], []
+        speedups, predicted, per_call, identical, chose = [], [], [], [], []
         for _ in range(args.runs):
             *_, last = run_race(prompt, target, draft, drafter, config, threading.Event(), learned=app.scheduler.learned)
             why = explain(last.autoregressive.stats, last.speculative.stats, args.k)
@@ -58,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
             predicted.append(why.predicted or float("nan"))
             per_call.append(why.tokens_per_call)
             identical.append(last.verdict.identical)
+            lane = last.speculative.stats
+            chose.append((lane.plain_steps, lane.draft_catch_up_seconds))
         same = "identical" if all(identical) else f"differ in {identical.count(False)} of {len(identical)}"
         print(f"| {label} | {statistics.median(speedups):.2f}× | {statistics.median(predicted):.2f}× | "
-              f"{statistics.median(per_call):.2f} | {same} |", flush=True)
+              f"{statistics.median(per_call):.2f} | {same} | {' / '.join(str(c[0]) for c in chose)} | "
+              f"{' / '.join(f'{c[1]:.2f}' for c in chose)} |", flush=True)
     return 0
 
 
