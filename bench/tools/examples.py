@@ -8,6 +8,10 @@ Prints a Markdown table (decode speed-up, what Leviathan's formula predicted fro
 measurements, tokens per target call, whether the greedy texts were identical, and what the
 speculative lane's schedule chose, per race: plain steps, and the seconds a draft model spent
 catching up, its first reading of the prompt included: 0 where it never drafted), one row per example.
+Then each lane on its own: the autoregressive lane's step and the speculative lane's decode seconds.
+A shared host's speed drifts by tenths over a run, moving the memory-bound step most: comparing
+two versions of the engine, the speculative lane's seconds on the same greedy texts say more than
+the speed-up, whose baseline moves with the host.
 """
 from __future__ import annotations
 
@@ -50,10 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{pair.label}, {drafter}, greedy, {args.max_new_tokens} new tokens, K={args.k}, dynamic K, "
           f"{pair.precision} precision; median of {args.runs} races\n")
     print("| example | decode speed-up | formula predicted | tokens per target call | greedy texts "
-          "| plain steps | draft model's catch-up s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+          "| plain steps | draft model's catch-up s | autoregressive step ms | speculative decode s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    total = 0.0  # the speculative lane's decode seconds, every race
     for label, prompt in app.EXAMPLES:
-        speedups, predicted, per_call, identical, chose = [], [], [], [], []
+        speedups, predicted, per_call, identical, chose, steps, decodes = [], [], [], [], [], [], []
         for _ in range(args.runs):
             *_, last = run_race(prompt, target, draft, drafter, config, threading.Event(), learned=app.scheduler.learned)
             why = explain(last.autoregressive.stats, last.speculative.stats, args.k)
@@ -63,10 +68,15 @@ def main(argv: list[str] | None = None) -> int:
             identical.append(last.verdict.identical)
             lane = last.speculative.stats
             chose.append((lane.plain_steps, lane.draft_catch_up_seconds))
+            steps.append(last.autoregressive.stats.step_seconds or float("nan"))
+            decodes.append(lane.seconds - (lane.ttft_seconds or 0.0))
+        total += sum(decodes)
         same = "identical" if all(identical) else f"differ in {identical.count(False)} of {len(identical)}"
         print(f"| {label} | {statistics.median(speedups):.2f}× | {statistics.median(predicted):.2f}× | "
               f"{statistics.median(per_call):.2f} | {same} | {' / '.join(str(c[0]) for c in chose)} | "
-              f"{' / '.join(f'{c[1]:.2f}' for c in chose)} |", flush=True)
+              f"{' / '.join(f'{c[1]:.2f}' for c in chose)} | {' / '.join(f'{1000 * s:.1f}' for s in steps)} | "
+              f"{' / '.join(f'{d:.2f}' for d in decodes)} |", flush=True)
+    print(f"\nThe speculative lane's decode seconds over every race: {total:.2f}")
     return 0
 
 
