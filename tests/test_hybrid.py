@@ -7,6 +7,7 @@ from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.engine import generate, stream
 from spec.decoding.generation import ACCEPTED, LOOKUP
 from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round, RoundResult
+from spec.decoding.policy.expectations import LEAST_YIELD
 from tests.test_adaptive_k import COPYING, NEW_TEXT
 from tests.test_cross_tokenizer import PROMPT, greedy_text
 
@@ -135,6 +136,7 @@ def test_each_source_learns_from_its_own_rounds():
 
 def test_a_few_unlucky_rounds_do_not_push_out_a_draft_that_pays_over_its_long_record():
     schedule = timed(alpha_draft=0.7, call_seconds=0.2)
+    schedule.memory.expected_tokens = schedule.memory.kept_tokens = 60.0  # about twenty rounds that kept what they promised
     for _ in range(6):  # six rounds in a row that keep nothing
         schedule.next_round(NEW_TEXT)
         schedule._plan = Round(4, 4, DRAFT_MODEL)
@@ -144,6 +146,40 @@ def test_a_few_unlucky_rounds_do_not_push_out_a_draft_that_pays_over_its_long_re
     recent_only = timed(alpha_draft=0.2, call_seconds=0.2)  # where both agree it is poor, lookup's guesses win
     assert recent_only.next_round(NEW_TEXT).source == PROMPT_LOOKUP
 
+
+def test_the_draft_models_rounds_are_weighed_at_what_such_rounds_kept():
+    """Its rounds are weighed at the better of two estimates of its acceptance, and chosen where they
+    beat the others: the round chosen is, on average, one whose tokens were overestimated. Where its
+    rounds only tie with plain steps (a verify call costing two steps, a prompt read in f32) that is
+    the difference between winning and losing, so what such rounds kept, against what was expected
+    of them, scales what the next ones are expected to keep: measured on the machine at hand."""
+    memory = PairMemory()
+    assert memory.yielded == 1.0
+    memory.observe_yield(3.0, 3)
+    assert memory.yielded == 1.0
+    memory.observe_yield(4.0, 1)
+    assert memory.yielded < 0.9
+
+    def rounds_until_lookup(promised: float) -> int:
+        """Rounds of a model whose long record promises much (70% of its drafts kept over a hundred
+        rounds) while it now keeps nothing, until lookup's guesses win; `promised`: tokens its
+        rounds have kept as expected over the long record."""
+        schedule = timed(alpha_draft=0.7, call_seconds=0.1)
+        m = schedule.memory
+        m.long_accepted, m.long_rejected = 70.0, 30.0
+        m.expected_tokens = m.kept_tokens = promised
+        for rounds in range(100):
+            plan = schedule.next_round(NEW_TEXT)
+            if plan.source != DRAFT_MODEL:
+                return rounds
+            schedule.observe_round(RoundResult(plan.draft_length, 0, 0.1 * plan.draft_length, 1.2))
+        return 100
+
+    # The long record alone (its yield never moving) would keep it for dozens of rounds.
+    assert rounds_until_lookup(promised=12.0) * 2 < rounds_until_lookup(promised=1e9)
+    schedule = timed(alpha_draft=0.7, call_seconds=0.1)
+    schedule.memory.expected_tokens, schedule.memory.kept_tokens = 100.0, 10.0
+    assert schedule.memory.yielded == LEAST_YIELD  # however poor its record: its rounds pay by far on other CPUs
 
 def plans_until_the_model_drafts(schedule: HybridK, context: list[int], limit: int = 200) -> int:
     """Rounds the schedule plans (each observed as a lookup or plain round that kept nothing) until it

@@ -10,6 +10,11 @@ from spec.decoding.policy.pause import Pause
 _PRIOR_ACCEPTED, _PRIOR_REJECTED = 1.0, 1.0  # α starts at 0.5, and one round moves it
 _FADED = 0.25  # a pause fades the acceptance counts down to this weight (a quarter of a round), no further
 _LONG_DECAY = 0.98  # the pair's long record: about fifty rounds
+_PRIOR_YIELD = 12.0  # tokens of prior, kept as expected (about four rounds): one unlucky round moves the yield little
+# The yield's floor: its rounds are weighed at no less than this share of what its acceptance
+# promises, since it moves only in rounds the model drafts, and a slump on one prompt must not price
+# out for good a model whose rounds pay by far elsewhere.
+LEAST_YIELD = 0.75
 
 
 def expected_tokens(alpha: float, n: int) -> float:
@@ -41,6 +46,8 @@ class PairMemory:
     catch_up_seconds: float | None = None  # a catch-up after rounds it did not draft, averaged (what the hybrid prices)
     last_catch_up_seconds: float | None = None  # the latest catch-up, the prompt's included (how long dynamic K pauses)
     read_seconds: float | None = None  # seconds the draft model takes per token of a prompt it first reads (the hybrid prices it)
+    expected_tokens: float = _PRIOR_YIELD  # over the pair's long record, tokens its rounds were planned to keep ...
+    kept_tokens: float = _PRIOR_YIELD  # ... and tokens they kept (the hybrid's yield)
     pause: Pause = field(default_factory=Pause)  # dynamic K's plain steps before the next probe
 
     @property
@@ -63,6 +70,16 @@ class PairMemory:
         self.rejected = decay * self.rejected + (accepted < drafted)
         self.long_accepted = _LONG_DECAY * self.long_accepted + accepted
         self.long_rejected = _LONG_DECAY * self.long_rejected + (accepted < drafted)
+
+    @property
+    def yielded(self) -> float:
+        """What the model's rounds kept for each token they were planned to keep, over the long record."""
+        return max(LEAST_YIELD, self.kept_tokens / self.expected_tokens)
+
+    def observe_yield(self, expected: float, kept: int) -> None:
+        """A round planned to keep `expected` tokens (drafts and the target's own) kept `kept`."""
+        self.expected_tokens = _LONG_DECAY * self.expected_tokens + expected
+        self.kept_tokens = _LONG_DECAY * self.kept_tokens + kept
 
     def round_seconds(self, n: int) -> float:
         """Seconds a draft model takes to draft n tokens (call_seconds must be measured)."""
