@@ -362,6 +362,23 @@ def test_lookup_measures_each_width_and_the_switch():
     assert schedule.costs.seconds[1] == 1.0 and schedule.costs.switch == pytest.approx(0.3)
 
 
+def test_a_generations_first_call_at_a_width_teaches_no_switch():
+    """A generation's first call at a width also pays OpenVINO preparing that width for its own
+    cache, once: far more than the switch between two widths it has called. Learned as a switch, one
+    such call priced every change of width at about a step for rounds to come (docs/design-notes.md)."""
+    schedule = LookupK(4, costs=CallCosts({1: 1.0, 5: 1.1, 33: 2.0}))
+    schedule.observe_prefill()
+    schedule.observe_round(RoundResult(4, 0, 1e-5, 1.3))  # right after the prompt
+    schedule.observe_round(RoundResult(4, 0, 1e-5, 1.1))
+    schedule._plan = Round(32, 32, PROMPT_LOOKUP)
+    schedule.observe_round(RoundResult(32, 0, 1e-5, 4.0))  # its first call of 33: twice a steady one
+    assert schedule.costs.switch is None and schedule.costs.seconds[33] == 2.0
+    schedule._plan = Round(4, 4, PROMPT_LOOKUP)
+    schedule.observe_round(RoundResult(4, 0, 1e-5, 1.2))  # back to 5: a switch of 0.1 s
+    schedule._plan = Round(32, 32, PROMPT_LOOKUP)
+    schedule.observe_round(RoundResult(32, 0, 1e-5, 2.1))  # 33 again, now prepared
+    assert schedule.costs.switch == pytest.approx(0.1)
+
 def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
     """A verify call's cost is the target's on this device: the next generation plans from it at
     once, not from the prior curve (measured at another precision, on another CPU)."""

@@ -97,11 +97,14 @@ class TimedSchedule:
     """The part every schedule shares: it times the target's calls into `costs` (the target's, shared
     with its other generations) and keeps the width of the last call, since a call right after one
     of another width also pays for OpenVINO re-preparing the model and is no fair sample of a call's
-    cost (the first plain step after the prompt, the first round after a pause)."""
+    cost (the first plain step after the prompt, the first round after a pause). Nor is a
+    generation's first call at a width: it also pays for preparing that width for the generation's
+    own cache, once, which learned as a switch would price every later change of width."""
 
     def __init__(self, costs: CallCosts | None = None):
         self.costs = costs if costs is not None else CallCosts()
         self._last_width: int | None = None  # input width of the previous target call; None: unknown
+        self._called: set[int] = set()  # widths this generation has called the target at
 
     def observe_prefill(self) -> None:
         """The prompt went through the target: the next call changes width."""
@@ -112,5 +115,7 @@ class TimedSchedule:
         self._observe_call(1, seconds)
 
     def _observe_call(self, width: int, seconds: float) -> None:
-        self.costs.observe(width, seconds, self._last_width)
+        if width in self._called:
+            self.costs.observe(width, seconds, self._last_width)
+        self._called.add(width)
         self._last_width = width
