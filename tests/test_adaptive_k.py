@@ -379,6 +379,7 @@ def test_a_generations_first_call_at_a_width_teaches_no_switch():
     schedule.observe_round(RoundResult(32, 0, 1e-5, 2.1))  # 33 again, now prepared
     assert schedule.costs.switch == pytest.approx(0.1)
 
+
 def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
     """A verify call's cost is the target's on this device: the next generation plans from it at
     once, not from the prior curve (measured at another precision, on another CPU)."""

@@ -136,7 +136,7 @@ def test_each_source_learns_from_its_own_rounds():
 
 def test_a_few_unlucky_rounds_do_not_push_out_a_draft_that_pays_over_its_long_record():
     schedule = timed(alpha_draft=0.7, call_seconds=0.2)
-    schedule.memory.expected_tokens = schedule.memory.kept_tokens = 60.0  # about twenty rounds that kept what they promised
+    schedule.memory.promised_tokens = schedule.memory.kept_tokens = 60.0  # about twenty rounds that kept what they promised
     for _ in range(6):  # six rounds in a row that keep nothing
         schedule.next_round(NEW_TEXT)
         schedule._plan = Round(4, 4, DRAFT_MODEL)
@@ -167,7 +167,7 @@ def test_the_draft_models_rounds_are_weighed_at_what_such_rounds_kept():
         schedule = timed(alpha_draft=0.7, call_seconds=0.1)
         m = schedule.memory
         m.long_accepted, m.long_rejected = 70.0, 30.0
-        m.expected_tokens = m.kept_tokens = promised
+        m.promised_tokens = m.kept_tokens = promised
         for rounds in range(100):
             plan = schedule.next_round(NEW_TEXT)
             if plan.source != DRAFT_MODEL:
@@ -178,7 +178,7 @@ def test_the_draft_models_rounds_are_weighed_at_what_such_rounds_kept():
     # The long record alone (its yield never moving) would keep it for dozens of rounds.
     assert rounds_until_lookup(promised=12.0) * 2 < rounds_until_lookup(promised=1e9)
     schedule = timed(alpha_draft=0.7, call_seconds=0.1)
-    schedule.memory.expected_tokens, schedule.memory.kept_tokens = 100.0, 10.0
+    schedule.memory.promised_tokens, schedule.memory.kept_tokens = 100.0, 10.0
     assert schedule.memory.yielded == LEAST_YIELD  # however poor its record: its rounds pay by far on other CPUs
 
 def plans_until_the_model_drafts(schedule: HybridK, context: list[int], limit: int = 200) -> int:

@@ -46,7 +46,7 @@ class PairMemory:
     catch_up_seconds: float | None = None  # a catch-up after rounds it did not draft, averaged (what the hybrid prices)
     last_catch_up_seconds: float | None = None  # the latest catch-up, the prompt's included (how long dynamic K pauses)
     read_seconds: float | None = None  # seconds the draft model takes per token of a prompt it first reads (the hybrid prices it)
-    expected_tokens: float = _PRIOR_YIELD  # over the pair's long record, tokens its rounds were planned to keep ...
+    promised_tokens: float = _PRIOR_YIELD  # over the pair's long record, tokens its rounds were planned to keep ...
     kept_tokens: float = _PRIOR_YIELD  # ... and tokens they kept (the hybrid's yield)
     pause: Pause = field(default_factory=Pause)  # dynamic K's plain steps before the next probe
 
@@ -74,11 +74,11 @@ class PairMemory:
     @property
     def yielded(self) -> float:
         """What the model's rounds kept for each token they were planned to keep, over the long record."""
-        return max(LEAST_YIELD, self.kept_tokens / self.expected_tokens)
+        return max(LEAST_YIELD, self.kept_tokens / self.promised_tokens)
 
-    def observe_yield(self, expected: float, kept: int) -> None:
-        """A round planned to keep `expected` tokens (drafts and the target's own) kept `kept`."""
-        self.expected_tokens = _LONG_DECAY * self.expected_tokens + expected
+    def observe_yield(self, promised: float, kept: int) -> None:
+        """A round planned to keep `promised` tokens (drafts and the target's own) kept `kept`."""
+        self.promised_tokens = _LONG_DECAY * self.promised_tokens + promised
         self.kept_tokens = _LONG_DECAY * self.kept_tokens + kept
 
     def round_seconds(self, n: int) -> float:

@@ -59,8 +59,8 @@ class HybridK(LookupK):
         self._prompt: int | None = None  # of which the prompt: the context at the first round, but its last token
         self._read_prompt = False  # whether the draft model has read the prompt (its first round's "catch-up")
         self._unread = 0  # tokens the target kept that the draft model has not read
-        self._expected: dict[Round, float] = {}  # tokens each draft-model round weighed last would keep, before the yield
-        self._planned: float | None = None  # of which the round planned (None: planned without weighing)
+        self._promises: dict[Round, float] = {}  # tokens each draft-model round last weighed would keep, before the yield
+        self._promised: float | None = None  # of which the planned round's (None: planned without weighing)
         self._run = 0  # draft-model rounds since its last catch-up
         self.run_length: float | None = None  # draft-model rounds between two catch-ups, on average
         self.pause = Pause()  # rounds without the draft model before it is probed: the first pause starts now
@@ -79,14 +79,14 @@ class HybridK(LookupK):
         # A few unlucky rounds must not push the model out (its estimates move only in rounds it
         # drafts): it is weighed at the better of its recent acceptance and the pair's long record.
         alpha, guessed = max(m.alpha, m.long_alpha), self.acceptance.alpha(0)
-        self._expected = {}
+        self._promises = {}
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
             tokens, survive = 1.0, 1.0
             for k in range(1, self.k + 1):  # the draft model's n tokens, then guesses up to width K+1
                 survive *= alpha if k <= n else guessed
                 tokens += survive
                 if k >= n and k in verify:
-                    self._expected[Round(k, n, DRAFT_MODEL)] = tokens
+                    self._promises[Round(k, n, DRAFT_MODEL)] = tokens
                     kept = tokens * m.yielded  # as many as such rounds have kept for each one expected
                     rates[Round(k, n, DRAFT_MODEL)] = kept / (verify[k] + behind + m.round_seconds(n) + kept * read_share)
         if not self.dynamic:
@@ -105,7 +105,7 @@ class HybridK(LookupK):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
             key, available = self._match = lookup_state(self.lookup, context)
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= SURE_COPY else DRAFT_MODEL)
-            self._planned = None
+            self._promised = None
             return self._plan
         plan = super().next_round(context)
         if plan.source == DRAFT_MODEL:  # chosen on its merits: a short pause again from here
@@ -117,7 +117,7 @@ class HybridK(LookupK):
             self._plan = self.probe()
         else:
             self.pause.tick()
-        self._planned = self._expected.get(self._plan)
+        self._promised = self._promises.get(self._plan)
         return self._plan
 
     def probe(self) -> Round:
@@ -166,7 +166,7 @@ class HybridK(LookupK):
                 m.read_seconds = decayed_average(m.read_seconds, catch_up_seconds / max(1, self._context - 1))
             self._read_prompt = True
         m.observe_acceptance(drafted, accepted, DECAY)
-        if self._planned is not None:
-            m.observe_yield(self._planned, accepted + 1)
+        if self._promised is not None:
+            m.observe_yield(self._promised, accepted + 1)
         if drafted:
             m.observe_drafting(drafted, draft_calls, draft_seconds)
