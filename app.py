@@ -65,7 +65,7 @@ DRAFTER_CHOICES = [(plugin.label, name) for name, plugin in PLUGINS.items()]
 
 # Visitors' models (a custom pair on a shared server) are weighed and bounded; the operator's never.
 visitor_models = VisitorModels(S.visitor_limits(), protected={ref for p in PRESETS for ref in (p.target, p.draft) if ref})
-registry = ModelRegistry(int(S.memory_budget_gb * 2**30), visitor_models)  # one for every visitor: models load once
+registry = ModelRegistry(int(S.memory_budget_gb * 2**30), visitor_models, curves_later=True)  # one for every visitor: models load once
 sessions = Sessions()  # each visitor's Stop
 audience = Audience()  # the browser sessions with the page open, for the presenter's room view
 # Finished races are kept beside the models, so that a restarted server replays them from the first click.

@@ -6,8 +6,9 @@ import time
 import pytest
 
 from spec.config import DEFAULT_PRECISION, ModelKey
-from spec.decoding.engine import generate
+from spec.decoding.engine import LearnedState, generate
 from spec.decoding.policy import CallCosts, DynamicK, LookupK, PairMemory, Round
+from spec.errors import Cancelled
 from spec.models import calibration, registry, tuning, weigh
 from spec.models.calibration import CALIBRATED_WIDTHS, CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
 from spec.models.registry import load_model
@@ -43,7 +44,7 @@ def test_tuning_times_enough_to_choose_and_the_chosen_curve_is_timed_whole(tiny_
     xml = target.resolved.path / "openvino_model.xml"
     timed = []
 
-    def measure(model, widths, repeats=calibration._REPEATS):
+    def measure(model, widths, repeats=calibration._REPEATS, stopped=None):
         timed.append((widths, repeats))
         return CallCurve({w: 0.5 for w in widths}, calibration.machine())
 
@@ -420,6 +421,50 @@ def test_without_room_for_a_second_copy_speculation_verifies_with_the_steps_one(
         assert target.settings(speculative=True) == target.settings() == "openvino"
         assert any(message.startswith(f"Not enough memory for a second copy of {target.ref}") for message in said)
         assert generate("hello", target, prompt_lookup=True, max_new_tokens=8).stats.compiled_with == "openvino"
+
+
+def test_a_first_start_races_on_tunings_widths_and_times_the_whole_curve_later(tiny_checkpoints, tiny_models_dir, monkeypatch):
+    """A server's first start (curves_later) prices its first races by the widths tuning timed for
+    the chosen settings; the whole curve, timed when the cores are free, is kept for the next start
+    and priced from the target's next generation on. A stopped timing keeps nothing."""
+    key = ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)
+    monkeypatch.setattr(calibration, "_FILE", "calibration-first-start.json")  # nothing kept yet, tuning's included
+    with models_dir_at(tiny_models_dir):
+        try:
+            server = registry.ModelRegistry(curves_later=True)
+            target = server.get(key)
+            assert server.untimed() == [target]
+            with server.preparing():
+                assert server.untimed() == [], "not while models are prepared: their work would be in the timing"
+            curve = target.for_rounds()[1]
+            assert target.untimed and curve is target.tuning.curves[target.tuning.rounds] and sorted(curve.seconds) == list(tuning._WIDTHS)
+            learned = LearnedState()
+            assert learned.about(target).call_costs.seconds == curve.seconds
+            learned.about(target).call_costs.observe(2, 0.5 * curve.seconds[2], last_width=2)  # a generation timed width 2
+            with pytest.raises(Cancelled):
+                target.time_curves(stopped=lambda: True)
+            assert target.untimed and target.for_rounds()[1] is curve
+            target.time_curves()
+            whole = target.for_rounds()[1]
+            assert not target.untimed and server.untimed() == [] and sorted(whole.seconds) == list(CALIBRATED_WIDTHS)
+            costs = learned.about(target).call_costs
+            assert costs.seconds[13] == whole.seconds[13] and costs.prior[33] == pytest.approx(whole.seconds[33] / whole.seconds[1])
+            assert costs.timed(2) and costs.seconds[2] < curve.seconds[2], "what a generation timed stays"
+            monkeypatch.setattr(calibration, "measure_curve", lambda *args, **kwargs: pytest.fail("timed again"))
+            again = load_model(key, curves_later=True)
+            assert not again.untimed and again.for_rounds()[1] == whole
+        finally:
+            (tiny_models_dir / "calibration-first-start.json").unlink(missing_ok=True)
+
+
+def test_a_whole_curve_timed_later_replaces_only_what_no_generation_timed():
+    costs = CallCosts.calibrated({1: STEP, 2: STEP, 4: 1.5 * STEP})
+    costs.observe(2, 0.9 * STEP, last_width=2)
+    costs.recalibrate({1: 1.1 * STEP, 2: 1.2 * STEP, 3: 1.3 * STEP, 4: 1.4 * STEP, 9: 3 * STEP})
+    assert costs.timed(2) and costs.steady(2) == pytest.approx(0.7 * STEP + 0.3 * 0.9 * STEP)
+    assert not costs.timed(1) and costs.steady(1) == pytest.approx(1.1 * STEP)
+    assert costs.steady(3) == pytest.approx(1.3 * STEP) and costs.steady(4) == pytest.approx(1.4 * STEP)
+    assert costs.steady(9) == pytest.approx(3 * STEP) and not costs.timed(9)
 
 
 def test_memory_left_is_the_machines_or_less_where_a_cgroup_limits_the_process(tmp_path, monkeypatch):

@@ -83,7 +83,7 @@ def test_everyone_waiting_for_a_load_sees_its_progress(monkeypatch):
 def test_a_visitors_load_stops_once_everyone_waiting_for_it_has_left(monkeypatch):
     asked, ended = threading.Event(), threading.Event()
 
-    def load(key, progress, visitors, stopped):
+    def load(key, progress, visitors, stopped, curves_later=False):
         asked.set()
         while not stopped():
             time.sleep(0.01)

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig, ModelKey
+from spec.errors import Cancelled
 from spec.models.registry import ModelRegistry
 from spec.serving.limits import Limits, PromptTooLong
 from spec.serving.phases import RacePhase, Viewing
@@ -346,3 +347,47 @@ def test_finished_races_survive_a_restart_and_replay_labelled_with_when_and_wher
     assert len(small) == 2 and len(list(kept.glob("*.json.gz"))) == 2
     assert small.peek(examples[0].key) is not None and small.peek(examples[1].key) is None, "the first was watched last"
     assert store_module.RecordingStore(directory=tmp_path / "none").nbytes == 0
+
+
+class _Untimed:
+    """A model whose whole curve a first start left for later: its first timing runs until stopped."""
+
+    ref = "untimed"
+
+    def __init__(self, log: list[str]):
+        self.log, self.done, self.race = log, threading.Event(), None
+
+    @property
+    def untimed(self) -> bool:
+        return not self.done.is_set()
+
+    def time_curves(self, stopped, progress) -> None:
+        if "timing" in self.log:
+            self.log.append("timed after the race" if self.race is not None and self.race.ended else "timed")
+            self.done.set()
+            return
+        self.log.append("timing")
+        deadline = time.monotonic() + 5
+        while not stopped() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.log.append("stopped")
+        raise Cancelled("the cores are wanted")
+
+
+def test_curves_a_first_start_left_are_timed_before_preheats_and_give_way_to_a_visitor(pair, monkeypatch):
+    registry, keys = pair
+    log: list[str] = []
+    model = _Untimed(log)
+    monkeypatch.setattr(registry, "untimed", lambda: [model] if model.untimed else [])
+    scheduler = Scheduler(registry)
+    deadline = time.monotonic() + 5
+    while "timing" not in log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == ["timing"], "with nobody waiting, the worker times the curve"
+    scheduler.preheat([request(keys, prompt="Once upon a time")])
+    time.sleep(0.2)
+    assert log == ["timing"], "a preheat nobody watches does not stop the timing"
+    model.race, _ = scheduler.submit(request(keys))
+    assert views(scheduler, model.race, Viewing.LIVE)[-1].phase == RacePhase.DONE
+    assert model.done.wait(5) and log == ["timing", "stopped", "timed after the race"], \
+        "a visitor's race stops the timing and runs; then the timing starts over"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from spec.decoding.policy import CallCosts, PairMemory
 
 if TYPE_CHECKING:
+    from spec.models.calibration import CallCurve
     from spec.models.registry import LoadedModel
 
 
@@ -25,6 +26,7 @@ class TargetMemory:
     """What generations on one target learned, shared by its later generations."""
 
     call_costs: CallCosts  # what its calls cost per input width (dynamic K)
+    calibration: CallCurve | None = None  # the curve loading measured, which call_costs started from
     shared_vocab: dict[str, int | None] = field(default_factory=dict)  # draft ref -> ids it shares with it (None: no common vocabulary)
     pairs: dict[tuple[str, str], PairMemory] = field(default_factory=dict)  # (draft model folder, drafter) -> what dynamic K learned of the pair
 
@@ -33,7 +35,14 @@ class TargetMemory:
         """Nothing learned yet: its verify calls cost what loading it measured on this machine,
         else what another CPU's curve says at its precision."""
         curve = target.for_rounds()[1]
-        return cls(CallCosts.calibrated(curve.seconds) if curve else CallCosts.for_precision(target.key.precision))
+        return cls(CallCosts.calibrated(curve.seconds) if curve else CallCosts.for_precision(target.key.precision), curve)
+
+    def recalibrate(self, curve: CallCurve | None) -> None:
+        """The target's curve was timed whole since (LoadedModel.time_curves): widths no generation
+        has timed take its seconds, and widths it never timed follow its shape."""
+        if curve is not None and curve is not self.calibration:
+            self.call_costs.recalibrate(curve.seconds)
+            self.calibration = curve
 
 
 class LearnedState:
@@ -53,4 +62,6 @@ class LearnedState:
             memory = self._memories.get(target)
             if memory is None:
                 memory = self._memories[target] = TargetMemory.first(target)
+            else:
+                memory.recalibrate(target.for_rounds()[1])
             return memory

@@ -10,6 +10,8 @@ A `CallCurve` is the seconds of a call at each input width, each timed among cal
 width (as a schedule's rounds run), over a short context. It is kept in SPEC_MODELS_DIR under a
 key naming the CPU, the cores OpenVINO may use, the OpenVINO version, the model files and the
 compile properties, and reused on the next start: `curve_for` measures only what is not kept.
+A server's first start races before it: its models price their calls by the few widths tuning
+timed until the whole curve is timed while no race runs (LoadedModel.time_curves).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 try:
     import fcntl
@@ -32,6 +34,7 @@ except ImportError:  # Windows: no lock, timings may overlap
 
 import openvino as ov
 
+from spec.errors import Cancelled
 from spec.models.runtime import CompiledLM, emulated_class
 from spec.progress import ProgressFn, ignore, phase
 
@@ -103,7 +106,7 @@ class CallCurve:
 
 
 def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS, repeats: int = _REPEATS,
-                  context: int = _CONTEXT) -> CallCurve:
+                  context: int = _CONTEXT, stopped: Callable[[], bool] | None = None) -> CallCurve:
     """Time calls of each width on a cache holding `context` tokens, each rolled back after it.
 
     Each width is timed in two runs of calls, the widths gone through upwards and then downwards, so
@@ -111,12 +114,13 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
     first calls are not timed: the calls right after one of another width also pay for OpenVINO
     re-preparing the model, which the schedules count apart. Each width's seconds are the median
     of a run's timed calls (one call a run from _WIDE up, and for calls costing _DEAR steps or
-    more), the quicker of its two runs: a busy moment only ever adds time."""
-    return measure_curves([model], widths, repeats, context)[0]
+    more), the quicker of its two runs: a busy moment only ever adds time. Cancelled between two
+    widths once `stopped()` says so (a race wants the cores)."""
+    return measure_curves([model], widths, repeats, context, stopped)[0]
 
 
 def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATED_WIDTHS, repeats: int = _REPEATS,
-                   context: int = _CONTEXT) -> list[CallCurve]:
+                   context: int = _CONTEXT, stopped: Callable[[], bool] | None = None) -> list[CallCurve]:
     """measure_curve for several compiled models at once, taking turns at each width: every model
     meets the host's same moments, so curves timed this way compare fairly with each other."""
     if repeats < 1 or not widths or min(widths) < 1:
@@ -129,6 +133,8 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
             caches.append(model.new_cache())
             caches[-1].forward(list(range(1, context + 1)), keep=1)
         for width in widths + widths[::-1]:
+            if stopped is not None and stopped():
+                raise Cancelled("timing stopped: the cores are wanted")
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
             for cache, medians in zip(caches, runs):
                 times = []
@@ -199,19 +205,25 @@ def read_record(path: Path) -> dict:
 
 
 def curve_for(model: CompiledLM, xml: Path, folder: Path, report: ProgressFn = ignore, name: str = "the model",
-              widths: tuple[int, ...] = CALIBRATED_WIDTHS) -> CallCurve:
+              widths: tuple[int, ...] = CALIBRATED_WIDTHS, stopped: Callable[[], bool] | None = None) -> CallCurve:
     """`model`'s curve on this machine: the one kept in `folder`, else measured now (reporting to
     `report`) and kept there. Every width is timed in the same measurement: widths timed at another
-    moment (tuning's) would carry the host's speed then into the curve's shape."""
+    moment (tuning's) would carry the host's speed then into the curve's shape. Cancelled, keeping
+    nothing, once `stopped()` says so."""
     key = calibration_key(xml, model.properties, ",".join(map(str, widths)))
     curve = kept_curve(folder, key)
     if curve is None:
         with timing_alone(folder), phase(report, f"Timing {name}'s calls of each width on this CPU (once per machine)"):
             curve = kept_curve(folder, key)  # another process may have timed it meanwhile
             if curve is None:
-                curve = measure_curve(model, widths)
+                curve = measure_curve(model, widths, stopped=stopped)
         keep_curve(folder, key, curve)
     return curve
+
+
+def kept_curve_for(model: CompiledLM, xml: Path, folder: Path, widths: tuple[int, ...] = CALIBRATED_WIDTHS) -> CallCurve | None:
+    """`model`'s curve kept in `folder` by curve_for, or None where it was never timed."""
+    return kept_curve(folder, calibration_key(xml, model.properties, ",".join(map(str, widths))))
 
 
 @contextlib.contextmanager

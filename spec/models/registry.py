@@ -5,6 +5,7 @@ its own KV cache on a shared compiled model (see spec.models.runtime), so sharin
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -12,12 +13,13 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from spec.config import DEFAULT_PRECISION, INT8, PRECISIONS, WEIGHT_FORMATS, ModelKey, default_device
 from spec.errors import Cancelled, ModelError
-from spec.models.calibration import CallCurve, curve_for, emulated_class
+from spec.models.calibration import CallCurve, curve_for, emulated_class, kept_curve_for
 from spec.models.conversion_cache import models_dir
 from spec.models.draft_vocabulary import frequent_token_ids
 from spec.models.export import IR_XML
@@ -50,8 +52,12 @@ class LoadedModel:
     # speculation verifies with a copy of its own, whose curve for_rounds gives).
     curve: CallCurve | None = field(default=None, repr=False)
     tuning: Tuning | None = field(default=None, repr=False)  # how it was compiled for each method; None: the precision's properties
+    # Curves not kept from an earlier start begin as tuning's few widths, the whole curve timed by
+    # time_curves when no race runs: a first start races sooner. False: timed whole on first use.
+    curves_later: bool = False
     _rounds: tuple[CompiledLM, CallCurve] | None = field(default=None, repr=False)
     _rounds_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _untimed: set[str] = field(default_factory=set, repr=False)  # the copies ("steps", "rounds") whose curve is still tuning's
 
     @property
     def ref(self) -> str:
@@ -78,15 +84,51 @@ class LoadedModel:
                     # No room for a second copy: speculation verifies with the step's settings, in this one.
                     progress(f"Not enough memory for a second copy of {self.ref} ({gb(needed)} wanted): "
                              f"speculation verifies with {self.tuning.steps}", None)
-                    self.curve = curve_for(self.model, xml, models_dir(), progress, self.ref)  # before the tuning says one copy
+                    self.curve = self._curve(self.model, self.tuning.steps, "steps", progress)  # before the tuning says one copy
                     self.tuning = Tuning(self.tuning.steps, self.tuning.steps, self.tuning.curves)
                     return self.model, self.curve
                 with phase(progress, f"Compiling {self.ref} for verify calls ({self.tuning.rounds})"):
                     compiled = compile_model(xml, self.key.precision, self.key.device, _compiled_dir(self.key),
                                              self.token_ids, CANDIDATES[self.tuning.rounds])
                     compiled.warm_up()  # its first calls pay one-off costs: not a generation's
-                self._rounds = compiled, curve_for(compiled, xml, models_dir(), progress, f"{self.ref} ({self.tuning.rounds})")
+                self._rounds = compiled, self._curve(compiled, self.tuning.rounds, "rounds", progress)
             return self._rounds
+
+    def _curve(self, compiled: CompiledLM, candidate: str, copy: str, progress: ProgressFn) -> CallCurve:
+        """The curve of `compiled` (tuning's `candidate`): the one kept on this machine, else, where
+        curves come later, tuning's few widths until time_curves, else timed whole now."""
+        xml, name = self.resolved.path / IR_XML, self.ref if copy == "steps" else f"{self.ref} ({candidate})"
+        if self.curves_later and self.tuning is not None:
+            kept = kept_curve_for(compiled, xml, models_dir())
+            if kept is not None:
+                return kept
+            self._untimed.add(copy)
+            return self.tuning.curves[candidate]
+        return curve_for(compiled, xml, models_dir(), progress, name)
+
+    @property
+    def untimed(self) -> bool:
+        """Whether a curve is still tuning's few widths, waiting for time_curves."""
+        return bool(self._untimed)
+
+    def time_curves(self, stopped: StopFn | None = None, progress: ProgressFn = ignore) -> None:
+        """Time the whole curve of each copy whose curve is still tuning's few widths, and keep it for
+        the next start; a generation started after it prices its calls by it (spec.decoding.target_memory).
+        Cancelled between two widths once `stopped()` says so, the few widths kept until the next try;
+        a copy that fails to run keeps them for good."""
+        xml = self.resolved.path / IR_XML
+        try:
+            if "steps" in self._untimed:
+                self.curve = curve_for(self.model, xml, models_dir(), progress, self.ref, stopped=stopped)
+                self._untimed.discard("steps")
+            if "rounds" in self._untimed and self._rounds is not None:
+                compiled = self._rounds[0]
+                self._rounds = compiled, curve_for(compiled, xml, models_dir(), progress, f"{self.ref} ({self.tuning.rounds})",
+                                                   stopped=stopped)
+                self._untimed.discard("rounds")
+        except (RuntimeError, OSError):
+            self._untimed.clear()  # it would fail again at every idle moment
+            raise
 
     @functools.cached_property
     def vocab_size(self) -> int:
@@ -105,6 +147,7 @@ def load_model(
     device: str | None = None,
     visitors: VisitorModels | None = None,
     stopped: StopFn | None = None,
+    curves_later: bool = False,
 ) -> LoadedModel:
     """Resolve (download or convert if needed), compile, and load the tokenizer of one model.
 
@@ -113,8 +156,9 @@ def load_model(
     ModelKey that says everything at once. For the others: `weight_format` (INT8 unless given) when
     the engine converts it, `precision` (DEFAULT_PRECISION, or F32 for exact results) and `device`
     (SPEC_DEVICE, else CPU). A visitor's model (`ModelKey.hub_only`) is had within `visitors`'
-    limits and stops once `stopped()` says nobody waits for it. ValueError for a setting it does
-    not take; ModelError for a model that cannot be had, saying why.
+    limits and stops once `stopped()` says nobody waits for it. `curves_later`: a curve not kept
+    from an earlier start is timed by LoadedModel.time_curves, not here (a server's first start).
+    ValueError for a setting it does not take; ModelError for a model that cannot be had, saying why.
     """
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
 
@@ -127,7 +171,7 @@ def load_model(
         if key.vocabulary is not None and key.vocabulary < len(tokenizer):
             with phase(progress or ignore, f"Choosing {resolved.ref}'s {key.vocabulary:,} most frequent tokens"):
                 token_ids = frequent_token_ids(tokenizer, key.vocabulary)
-        xml, tuning, curve = resolved.path / IR_XML, None, None
+        xml, tuning = resolved.path / IR_XML, None
         drafts_only = token_ids is not None  # a head cut to the frequent tokens: a draft, which only ever steps
         if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
             # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
@@ -136,15 +180,17 @@ def load_model(
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
             compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                      CANDIDATES[tuning.steps] if tuning else None)
+        size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
+        loaded = LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids,
+                             tuning=tuning, curves_later=curves_later)
         # Once per machine too: a target's schedules price each verify width from the curve of the
         # model they verify with, this one unless speculation gets a copy of its own (for_rounds).
         if not drafts_only and (tuning is None or tuning.rounds == tuning.steps):
-            curve = curve_for(compiled, xml, models_dir(), progress or ignore, resolved.ref)
+            loaded.curve = loaded._curve(compiled, tuning.steps if tuning else "", "steps", progress or ignore)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error
-    size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
-    return LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids, curve, tuning)
+    return loaded
 
 
 def _compiled_dir(key: ModelKey) -> Path | None:
@@ -212,17 +258,33 @@ class ModelRegistry:
     progress, not only the caller who started it (a model can take minutes to prepare). A visitor's
     model (`hub_only`) is loaded within `visitors`' limits, and its download or conversion stops
     once every caller waiting for it has set its `cancel` event; the operator's go on regardless.
+    `curves_later`: the operator's models load without timing their whole curves (load_model), which
+    `untimed` lists for the server to time when no race runs.
     """
 
-    def __init__(self, budget_bytes: int | None = None, visitors: VisitorModels | None = None):
+    def __init__(self, budget_bytes: int | None = None, visitors: VisitorModels | None = None, curves_later: bool = False):
         self.budget_bytes = budget_bytes
         self.visitors = visitors
+        self.curves_later = curves_later
         self._models: OrderedDict[ModelKey, LoadedModel] = OrderedDict()
         self._locks: dict[ModelKey, threading.Lock] = {}
         self._watchers: dict[ModelKey, list[ProgressFn]] = {}  # who waits for each load in progress
         self._latest: dict[ModelKey, tuple[str, float | None]] = {}  # each load's latest progress
         self._cancels: dict[ModelKey, list[threading.Event | None]] = {}  # each waiting caller's cancel event
+        self._preparing = 0  # loads, conversions and preparing() blocks under way: no time for timing
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def preparing(self) -> Iterator[None]:
+        """Models are being prepared (converted, tuned, compiled, warmed up) for as long as this lasts:
+        `untimed` lists none meanwhile, since that work would land in the timing."""
+        with self._lock:
+            self._preparing += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._preparing -= 1
 
     def get(self, key: ModelKey, progress: ProgressFn | None = None, cancel: threading.Event | None = None) -> LoadedModel:
         with self._lock:
@@ -245,8 +307,9 @@ class ModelRegistry:
                     raise Cancelled(f"nobody waits for {key.ref} any more")
                 stopped = (lambda: self._abandoned(key)) if key.hub_only else None
                 try:
-                    loaded = load_model(key, lambda message, fraction: self._broadcast(key, message, fraction),
-                                        visitors=self.visitors, stopped=stopped)
+                    with self.preparing():
+                        loaded = load_model(key, lambda message, fraction: self._broadcast(key, message, fraction),
+                                            visitors=self.visitors, stopped=stopped, curves_later=self.curves_later)
                 finally:
                     with self._lock:
                         self._latest.pop(key, None)
@@ -272,7 +335,7 @@ class ModelRegistry:
             if progress is not None:
                 self._watchers.setdefault(key, []).append(progress)
         try:
-            with key_lock:
+            with key_lock, self.preparing():
                 resolve_model(key.ref, key.weight_format, lambda message, fraction: self._broadcast(key, message, fraction))
         finally:
             with self._lock:
@@ -301,6 +364,12 @@ class ModelRegistry:
     def loaded(self) -> list[ModelKey]:
         with self._lock:
             return list(self._models)
+
+    def untimed(self) -> list[LoadedModel]:
+        """The loaded models whose curves are still tuning's few widths (see LoadedModel.time_curves),
+        none while models are being prepared."""
+        with self._lock:
+            return [] if self._preparing else [model for model in self._models.values() if model.untimed]
 
     def _evict(self) -> None:
         # The two most recently used models are never dropped: they may be the target and draft of

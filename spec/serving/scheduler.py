@@ -32,6 +32,7 @@ from spec.serving.store import RecordingStore
 from spec.serving.verdict import CANCELLED, REPLACED, Verdict
 
 log = logging.getLogger(__name__)
+_IDLE_LOOK = 1.0  # seconds between an idle worker's looks for curves to time
 
 
 class Busy(Exception):
@@ -221,9 +222,21 @@ class Scheduler:
             if recording.preheat and not recording.viewers:
                 recording.cancel.set()
 
-    def _next(self) -> tuple[Recording, RaceRequest]:
+    def _wanted(self) -> bool:
+        """Whether a race runs or a visitor's waits: the cores are not free for timing."""
         with self._lock:
-            self._lock.wait_for(lambda: self._waiting)
+            return bool(self._running) or any(not r.preheat or r.viewers for r, _ in self._waiting)
+
+    def _timing_due(self) -> bool:  # with the lock held
+        return not self._wanted() and bool(self.registry.untimed())
+
+    def _next(self) -> tuple[Recording, RaceRequest] | None:
+        """The next race to run, or None when a model's curve is due to be timed first."""
+        with self._lock:
+            while not (self._waiting or self._timing_due()):
+                self._lock.wait(_IDLE_LOOK)  # a model loaded meanwhile may have left its curve to time
+            if self._timing_due():
+                return None
             recording, request = self._waiting.pop(0)
             self._running[recording] = time.monotonic()
             for session in [s for s, (held, _) in self._held.items() if held is recording]:
@@ -233,7 +246,11 @@ class Scheduler:
 
     def _work(self) -> None:
         while True:
-            recording, request = self._next()
+            job = self._next()
+            if job is None:
+                self._time_curves()
+                continue
+            recording, request = job
             try:
                 self._run(recording, request)
             except Exception as error:  # a worker must outlive any one race
@@ -241,6 +258,27 @@ class Scheduler:
                 recording.fail("Something went wrong on the server; it has been logged. Please try again.")
             finally:
                 self._finish(recording, request)
+
+    def _time_curves(self) -> None:
+        """Time the whole curves a first start left for later (ModelRegistry's curves_later), before
+        any preheat and while no visitor waits: a visitor's race stops the timing, which starts over
+        once the line is free again. One that fails keeps its few widths, said in the log."""
+        said: list[str] = []
+
+        def progress(message: str, fraction: float | None) -> None:
+            if message not in said[-1:]:  # a phase's ticks repeat its title: one line each
+                said.append(message)
+                log.info("%s", message)
+
+        for model in self.registry.untimed():
+            try:
+                model.time_curves(self._wanted, progress)
+            except Cancelled:
+                return
+            except (RuntimeError, OSError) as error:
+                log.warning("Could not time %s's calls: %s; it keeps tuning's few widths", model.ref, error)
+        with self._lock:
+            self._changed()
 
     def _run(self, recording: Recording, request: RaceRequest) -> None:
         cancel = recording.cancel

@@ -56,6 +56,17 @@ class CallCosts:
             raise ValueError(f"a calibrated curve needs a one-token step's seconds, got widths {sorted(seconds)}")
         return cls(dict(seconds), prior={width: s / seconds[1] for width, s in seconds.items()}, kept=set(seconds))
 
+    def recalibrate(self, seconds: dict[int, float]) -> None:
+        """A curve of this target timed since the one it was calibrated from (a whole curve after a
+        few widths): widths still at the calibration's take this one's seconds, widths the target's
+        generations timed keep theirs, and widths neither timed follow this curve's shape."""
+        fresh = CallCosts.calibrated(seconds)
+        for width in self.kept:
+            del self.seconds[width]
+        self.kept = {width for width in fresh.seconds if width not in self.seconds}
+        self.seconds.update({width: fresh.seconds[width] for width in self.kept})
+        self.prior = fresh.prior
+
     def timed(self, width: int) -> bool:
         """Whether this target's generations have timed calls of this width (not only its calibration)."""
         return width in self.seconds and width not in self.kept
