@@ -67,7 +67,7 @@ def test_each_drafter_names_its_schedule_and_each_schedule_plays_the_one_role():
 def measured(k: int = 10, first_draft_length: int = 4, **kwargs) -> DynamicK:
     """A schedule as the loop has it after the prompt and two plain steps: a step's cost is known."""
     schedule = DynamicK(k, first_draft_length=first_draft_length, **kwargs)
-    schedule.observe_prefill()
+    schedule.observe_other_call()
     assert schedule.next_draft_length() == 0  # the first step is plain: it measures what a round must beat
     schedule.observe_plain(T)  # right after the prompt's width: no fair sample
     assert schedule.t_step is None and schedule.next_draft_length() == 0
@@ -202,7 +202,7 @@ def test_the_fixed_k_baseline_plans_what_dynamic_k_turned_off_plans_and_times_th
     costs = {name: CallCosts() for name in ("fixed", "dynamic off")}
     fixed, off = FixedK(3, costs["fixed"]), DynamicK(3, dynamic=False, costs=costs["dynamic off"])
     for schedule in (fixed, off):
-        schedule.observe_prefill()
+        schedule.observe_other_call()
         for _ in range(3):
             schedule.observe_plain(T)
         for verify in (1.2 * T, 1.3 * T, 1.25 * T):
@@ -351,7 +351,7 @@ def test_plain_steps_only_when_verifying_guesses_costs_more_than_a_switch():
 
 def test_lookup_measures_each_width_and_the_switch():
     schedule = LookupK(4)
-    schedule.observe_prefill()
+    schedule.observe_other_call()
     schedule.observe_round(RoundResult(4, 0, 1e-5, 3.0))  # right after the prompt: no fair sample of anything
     assert schedule.costs.seconds == {} and schedule.costs.switch is None
     schedule.observe_round(RoundResult(4, 0, 1e-5, 1.1))
@@ -367,7 +367,7 @@ def test_a_generations_first_call_at_a_width_teaches_no_switch():
     cache, once: far more than the switch between two widths it has called. Learned as a switch, one
     such call priced every change of width at about a step for rounds to come (docs/design-notes.md)."""
     schedule = LookupK(4, costs=CallCosts({1: 1.0, 5: 1.1, 33: 2.0}))
-    schedule.observe_prefill()
+    schedule.observe_other_call()
     schedule.observe_round(RoundResult(4, 0, 1e-5, 1.3))  # right after the prompt
     schedule.observe_round(RoundResult(4, 0, 1e-5, 1.1))
     schedule._plan = Round(32, 32, PROMPT_LOOKUP)
@@ -385,14 +385,14 @@ def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
     once, not from the prior curve (measured at another precision, on another CPU)."""
     costs = CallCosts()
     first = LookupK(4, costs=costs)
-    first.observe_prefill()
+    first.observe_other_call()
     for seconds in (9.0, 1.0, 1.0):  # a slow, wide f32 call: 9 times a plain step
         first.observe_plain(seconds)
     for seconds in (30.0, 9.0, 9.0):
         first.observe_round(RoundResult(4, 0, 1e-5, seconds))
     assert costs.seconds == {1: 1.0, 5: 9.0}
     second = LookupK(4, costs=costs)
-    second.observe_prefill()
+    second.observe_other_call()
     assert second.next_round(NEW_TEXT).k <= 1  # no width-5 call of guesses at 9 steps a call
     assert LookupK(4).next_round(NEW_TEXT) == Round(4, 4, "prompt-lookup")  # afresh: the K asked for
 
@@ -408,7 +408,7 @@ def test_exact_mode_plans_from_the_f32_curve_before_it_has_timed_a_call():
     weak = [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 3, 4, 5, 6, 99, 4, 5, 6]  # a 3-gram match, then guesses
     default, exact = LookupK(4, choices=(1, 2, 4, 8)), LookupK(4, choices=(1, 2, 4, 8), costs=CallCosts.for_precision("f32"))
     for schedule in (default, exact):
-        schedule.observe_prefill()
+        schedule.observe_other_call()
         schedule.next_round(weak)
         schedule._last_width = 1
     assert exact.next_round(weak).k < default.next_round(weak).k
@@ -473,7 +473,7 @@ def test_a_plain_step_is_timed_before_lookup_weighs_guesses_against_it():
     call through another CPU's curve, a plain step looked dear (0.63x plain decoding on an open
     question). Without a sure copy it now times two plain steps in a row first."""
     schedule = LookupK(4)
-    schedule.observe_prefill()
+    schedule.observe_other_call()
     for seconds in (3.0, 1.9, 1.9):  # verify calls of 5 at 1.9 plain steps, as on that CPU
         schedule.observe_round(RoundResult(4, 0, 1e-5, seconds))
     assert schedule.next_round(NEW_TEXT) == Round(0, 0)

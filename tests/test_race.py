@@ -55,6 +55,26 @@ def test_the_method_behind_in_compute_time_goes_next_until_a_turn_ahead(tiny_pai
     assert "".join(text for text, _ in ar.pieces) == "".join(text for text, _ in sp.pieces)
 
 
+def test_the_speculative_lane_learns_no_call_that_came_right_after_the_other_lanes(tiny_pairs, monkeypatch):
+    """Both lanes call one compiled target, whose calls pay for re-preparing after one of another
+    width: the speculative lane's schedule hears of each call the other lane made in between, as
+    of the prompt's, so that it times no such call as a steady one. Alone, it hears of the prompt only."""
+    from spec.decoding.engine import generate
+    from spec.decoding.policy.costs import TimedSchedule
+
+    heard = []
+    monkeypatch.setattr(TimedSchedule, "observe_other_call", lambda self: heard.append(self) or setattr(self, "_last_width", None))
+    target, draft = tiny_pairs["llama"]
+    config = GenerationConfig(max_new_tokens=24, num_assistant_tokens=3, dynamic_k=True)
+    generate("The quick brown fox", target, config, draft=draft)
+    assert len(heard) == 1
+    heard.clear()
+    for update in run_race("The quick brown fox", target, draft, DRAFT_MODEL, config, threading.Event(), turn=0.0):
+        pass
+    rounds = len(update.speculative.trace) - 1  # its steps after the prompt's
+    assert len(heard) >= rounds > 1 and len({id(schedule) for schedule in heard}) == 1, "taking turns at every step"
+
+
 def test_stop_ends_both_lanes_with_a_stopped_verdict(tiny_pairs):
     target, draft = tiny_pairs["llama"]
     cancel = threading.Event()

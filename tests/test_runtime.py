@@ -33,6 +33,19 @@ def test_caches_of_one_compiled_model_are_independent(tiny_pairs):
     np.testing.assert_allclose(a.forward([8]), one, atol=1e-5)
 
 
+def test_a_cache_knows_when_another_called_its_model_since_its_own_last_call(tiny_pairs):
+    """Caches of one compiled model share its prepared shapes: the race's two lanes learn from this
+    which of their calls came right after the other's, and so paid for a change of width."""
+    target, _ = tiny_pairs["llama"]
+    a, b = target.model.new_cache(), target.model.new_cache()
+    a.forward([5, 6, 7])
+    assert not a.others_called
+    b.forward([100, 101])
+    assert a.others_called and not b.others_called
+    a.forward([8])
+    assert not a.others_called and b.others_called
+
+
 def test_trim_rejects_lengths_it_does_not_hold(tiny_pairs):
     cache = tiny_pairs["llama"][0].model.new_cache()
     cache.forward([1, 2, 3])

@@ -50,7 +50,7 @@ def speculative(
     generation.resume()
     target_cache.reset()
     token, _ = decode_one_token(target_cache, generation.prompt_ids, sampler)  # prefill: the first token is the target's
-    schedule.observe_prefill()
+    schedule.observe_other_call()  # the prompt's
     generation.stats.target_calls += 1
     context = [*generation.prompt_ids, token]  # the target's cache holds all but the last token
     step = generation.emit([token], [TARGET])
@@ -60,6 +60,8 @@ def speculative(
         if cancel is not None and cancel.is_set():
             yield generation.cancel()
             return
+        if target_cache.others_called:  # another generation on this compiled model (the race's other lane) called it since
+            schedule.observe_other_call()
         k, draft_length, source = schedule.next_round(context)
         if k == 0 or generation.remaining == 1:  # drafting does not pay right now (or one token is left)
             token, seconds = target_step(target_cache, context[-1], sampler, generation.stats)

@@ -92,6 +92,9 @@ class CompiledLM:
         self._idle: list[ov.InferRequest] = []
         self._idle_lock = threading.Lock()
         self._grown = False  # a large call made the model's scratch memory grow: give it back when idle
+        # Calls so far through any of its caches: its requests share the CPU plugin's prepared
+        # shapes, so a call right after another cache's of another width pays for re-preparing.
+        self.calls = 0
 
     def applied(self, names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
         """What the device says it applies for each of the property `names` (its own choice where
@@ -233,6 +236,7 @@ class StatefulLM:
         self._slots = np.zeros(0, dtype=np.int64)  # the attention mask over the state: 1 kept, 0 rolled back
         self.length = 0
         self._large = False  # a call or the cache went past _POOL_MAX_WIDTH / _POOL_MAX_LENGTH
+        self._seen = model.calls  # the model's calls as of this cache's last one
 
     def forward(self, token_ids: Sequence[int], keep: int | None = None) -> np.ndarray:
         """Append `token_ids` to the cache; return the logits of the last `keep` of them (all if None).
@@ -257,11 +261,18 @@ class StatefulLM:
         if self._can_keep:
             inputs["logits_to_keep"] = np.array([keep], dtype=np.int64)
         self._request.infer(inputs, share_inputs=True, share_outputs=True)
+        self._model.calls += 1
+        self._seen = self._model.calls
         self._slots = slots
         self._large = self._large or n > _POOL_MAX_WIDTH or len(slots) > _POOL_MAX_LENGTH
         self.length += n
         # Copy: the output buffer is reused by the next call.
         return np.array(self._request.get_output_tensor(0).data[0, -keep:], dtype=np.float32)
+
+    @property
+    def others_called(self) -> bool:
+        """Whether another cache has called the compiled model since this one's last call."""
+        return self._model.calls != self._seen
 
     def trim(self, length: int) -> None:
         """Roll the cache back to its first `length` tokens (drop rejected tokens)."""

@@ -117,8 +117,9 @@ class TimedSchedule:
         self._last_width: int | None = None  # input width of the previous target call; None: unknown
         self._called: set[int] = set()  # widths this generation has called the target at
 
-    def observe_prefill(self) -> None:
-        """The prompt went through the target: the next call changes width."""
+    def observe_other_call(self) -> None:
+        """The target's last call was none of this schedule's (the prompt's, or another generation's
+        on the same compiled model, as the race's other lane): the next call changes width."""
         self._last_width = None
 
     def observe_plain(self, seconds: float) -> None:

@@ -25,7 +25,8 @@ class RoundResult(NamedTuple):
 class Schedule(Protocol):
     """Plans each round of speculative decoding and learns from the target calls it planned, as
     transformers' CandidateGenerator drafts and then updates its strategy. The loop asks for the
-    next round, how wide to verify what was drafted, then reports each call the target made: the prompt's, a plain step's or a round's."""
+    next round, how wide to verify what was drafted, then reports each call the target made: the
+    prompt's (or another generation's), a plain step's or a round's."""
 
     def next_round(self, context: Sequence[int]) -> Round:
         """The next round for `context` (the prompt and every token kept so far); k 0: a plain step."""
@@ -36,8 +37,9 @@ class Schedule(Protocol):
         guesses that would fill the rest are not worth their width. Between max(1, drafted) and the
         planned K."""
 
-    def observe_prefill(self) -> None:
-        """The prompt went through the target: the next call changes width."""
+    def observe_other_call(self) -> None:
+        """The target's last call was none of this schedule's (the prompt's, or another generation's
+        on the same compiled model): the next call changes width."""
 
     def observe_plain(self, seconds: float) -> None:
         """A plain one-token target step took `seconds`."""
