@@ -59,7 +59,7 @@ def test_the_speculative_lane_learns_no_call_that_came_right_after_the_other_lan
     """Both lanes call one compiled target, whose calls pay for re-preparing after one of another
     width: the speculative lane's schedule hears of each call the other lane made in between, as
     of the prompt's, so that it times no such call as a steady one. Alone, it hears of the prompt only."""
-    from spec.decoding.engine import generate
+    from spec.decoding.engine import generate, stream
     from spec.decoding.policy.costs import TimedSchedule
 
     heard = []
@@ -69,10 +69,13 @@ def test_the_speculative_lane_learns_no_call_that_came_right_after_the_other_lan
     generate("The quick brown fox", target, config, draft=draft)
     assert len(heard) == 1
     heard.clear()
-    for update in run_race("The quick brown fox", target, draft, DRAFT_MODEL, config, threading.Event(), turn=0.0):
-        pass
-    rounds = len(update.speculative.trace) - 1  # its steps after the prompt's
-    assert len(heard) >= rounds > 1 and len({id(schedule) for schedule in heard}) == 1, "taking turns at every step"
+    ar = stream("The quick brown fox", target, config)
+    sp = stream("The quick brown fox", target, config, draft=draft)
+    steps = 0
+    for _ in sp:  # the lanes take turns at every step, the autoregressive one first (it has as many steps or more)
+        steps += 1
+        next(ar)
+    assert len(heard) == steps > 1 and len({id(schedule) for schedule in heard}) == 1
 
 
 def test_stop_ends_both_lanes_with_a_stopped_verdict(tiny_pairs):
