@@ -391,3 +391,24 @@ def test_curves_a_first_start_left_are_timed_before_preheats_and_give_way_to_a_v
     assert views(scheduler, model.race, Viewing.LIVE)[-1].phase == RacePhase.DONE
     assert model.done.wait(5) and log == ["timing", "stopped", "timed after the race"], \
         "a visitor's race stops the timing and runs; then the timing starts over"
+
+
+def test_one_worker_times_the_curves_the_others_wait_for_races(pair, monkeypatch):
+    registry, _ = pair
+    inside, most, done = [], [], threading.Event()
+
+    class Slow:
+        ref, untimed = "slow", True
+
+        def time_curves(self, stopped, progress):
+            inside.append(self)
+            most.append(len(inside))
+            time.sleep(0.3)
+            inside.remove(self)
+            self.untimed = False
+            done.set()
+
+    model = Slow()
+    monkeypatch.setattr(registry, "untimed", lambda: [model] if model.untimed else [])
+    Scheduler(registry, slots=2)
+    assert done.wait(5) and max(most) == 1 and len(most) == 1

@@ -58,6 +58,7 @@ class Scheduler:
         self._waiting: list[tuple[Recording, RaceRequest]] = []  # in order: visitors' races, then preheats
         self._running: dict[Recording, float] = {}  # recording -> time.monotonic() it started
         self._durations: deque[float] = deque(maxlen=20)  # seconds the last races took, start to end
+        self._timing = False  # a worker is timing the curves a first start left for later
         self._held: dict[str, tuple[Recording, list[threading.Event | None]]] = {}  # session -> the race it waits for, its watches' cancels
         self._lock = threading.Condition()
         self._workers = [threading.Thread(target=self._work, name=f"race-{i}", daemon=True) for i in range(slots)]
@@ -228,7 +229,7 @@ class Scheduler:
             return bool(self._running) or any(not r.preheat or r.viewers for r, _ in self._waiting)
 
     def _timing_due(self) -> bool:  # with the lock held
-        return not self._wanted() and bool(self.registry.untimed())
+        return not self._timing and not self._wanted() and bool(self.registry.untimed())
 
     def _next(self) -> tuple[Recording, RaceRequest] | None:
         """The next race to run, or None when a model's curve is due to be timed first."""
@@ -236,6 +237,7 @@ class Scheduler:
             while not (self._waiting or self._timing_due()):
                 self._lock.wait(_IDLE_LOOK)  # a model loaded meanwhile may have left its curve to time
             if self._timing_due():
+                self._timing = True  # one worker times; the others wait for races
                 return None
             recording, request = self._waiting.pop(0)
             self._running[recording] = time.monotonic()
@@ -270,15 +272,18 @@ class Scheduler:
                 said.append(message)
                 log.info("%s", message)
 
-        for model in self.registry.untimed():
-            try:
-                model.time_curves(self._wanted, progress)
-            except Cancelled:
-                return
-            except (RuntimeError, OSError) as error:
-                log.warning("Could not time %s's calls: %s; it keeps tuning's few widths", model.ref, error)
-        with self._lock:
-            self._changed()
+        try:
+            for model in self.registry.untimed():
+                try:
+                    model.time_curves(self._wanted, progress)
+                except Cancelled:
+                    return
+                except (RuntimeError, OSError) as error:
+                    log.warning("Could not time %s's calls: %s; it keeps tuning's few widths", model.ref, error)
+        finally:
+            with self._lock:
+                self._timing = False
+                self._changed()
 
     def _run(self, recording: Recording, request: RaceRequest) -> None:
         cancel = recording.cancel

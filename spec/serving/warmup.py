@@ -30,21 +30,24 @@ def preload(registry: ModelRegistry, pairs: dict[str, list[ModelKey]], progress:
     ready = set()
     with registry.preparing():  # the server times what loading left for later once all of it is done
         for label, keys in pairs.items():
-            _load(registry, label, keys, progress, ready)
+            if _load(registry, label, keys, progress):
+                ready.add(label)
     return ready
 
 
-def _load(registry: ModelRegistry, label: str, keys: list[ModelKey], progress: TerminalProgress, ready: set[str]) -> None:
+def _load(registry: ModelRegistry, label: str, keys: list[ModelKey], progress: TerminalProgress) -> bool:
+    """Convert, load and warm up one pair; whether it loaded."""
     try:
         for key in keys:  # converted first, all of them: a conversion never runs beside a compiled model
             if not key.hub_only:
                 registry.convert(key, progress)
         for key in keys:  # speculation's own copy too, where tuning gave it one: compiled before Ready, not in a race
             warm_up(registry.get(key, progress)).for_rounds(progress)
-        ready.add(label)
         log.info("Ready: %s", label)
+        return True
     except Exception as error:  # noqa: BLE001 -- the first race on this pair says what went wrong
         log.warning("Could not load %s: %s", label, str(error).splitlines()[0] if str(error) else type(error).__name__)
+        return False
     finally:
         progress.close()
 
