@@ -210,7 +210,7 @@ def curve_for(model: CompiledLM, xml: Path, folder: Path, report: ProgressFn = i
     `report`) and kept there. Every width is timed in the same measurement: widths timed at another
     moment (tuning's) would carry the host's speed then into the curve's shape. Cancelled, keeping
     nothing, once `stopped()` says so."""
-    key = calibration_key(xml, model.properties, ",".join(map(str, widths)))
+    key = _curve_key(model, xml, widths)
     curve = kept_curve(folder, key)
     if curve is None:
         with timing_alone(folder), phase(report, f"Timing {name}'s calls of each width on this CPU (once per machine)"):
@@ -223,7 +223,11 @@ def curve_for(model: CompiledLM, xml: Path, folder: Path, report: ProgressFn = i
 
 def kept_curve_for(model: CompiledLM, xml: Path, folder: Path, widths: tuple[int, ...] = CALIBRATED_WIDTHS) -> CallCurve | None:
     """`model`'s curve kept in `folder` by curve_for, or None where it was never timed."""
-    return kept_curve(folder, calibration_key(xml, model.properties, ",".join(map(str, widths))))
+    return kept_curve(folder, _curve_key(model, xml, widths))
+
+
+def _curve_key(model: CompiledLM, xml: Path, widths: tuple[int, ...]) -> str:
+    return calibration_key(xml, model.properties, ",".join(map(str, widths)))
 
 
 @contextlib.contextmanager
