@@ -2,8 +2,10 @@
 // render.on_page) carries the markup of the page's elements that changed (status, speed-up, stats,
 // summary), which this sets, and only the new tokens and a few chart points, which it appends to
 // the panes and draws as the chart's two lines. Model text goes in as text nodes, never as markup.
+// A watch's first and last updates come as the component's value; the first names a stream of the
+// page's own (page_stream.py) that brings the ones between, read here with an EventSource.
 // Runs as gr.HTML's js_on_load: `element`, `props` and `watch` are Gradio's.
-const state = { watch: null, points: { ar: [], sp: [] }, shown: { ar: 0, sp: 0 }, drawn: false, markup: {} };
+const state = { watch: null, points: { ar: [], sp: [] }, shown: { ar: 0, sp: 0 }, drawn: false, markup: {}, source: null };
 const pane = (lane) => document.querySelector(`.pane[data-lane="${lane}"]`);
 
 function append(lane, pieces, full) {
@@ -74,12 +76,29 @@ function set(id, markup) {
   state.markup[id] = markup;
 }
 
-function show() {
-  if (!props.value) return;
+function apply(text) {
   let update;
-  try { update = JSON.parse(props.value); } catch (error) { return; }
+  try { update = JSON.parse(text); } catch (error) { return; }
   for (const [id, markup] of Object.entries(update.html || {})) set(id, markup);
   if (update.feed) tokens(update.feed);
+  return update;
+}
+
+// Gradio's value: a watch's first update (which names its stream) or its last (which lays everything again).
+function show() {
+  if (!props.value) return;
+  listen(null);  // what the stream had not brought yet, the last update has
+  const update = apply(props.value);
+  if (update && update.stream) listen(update.stream);
+}
+
+function listen(token) {
+  if (state.source) state.source.close();
+  state.source = null;
+  if (!token) return;
+  const source = state.source = new EventSource(new URL(`race_stream/${token}`, document.baseURI));
+  source.onmessage = (event) => { if (state.source === source) apply(event.data); };
+  source.onerror = () => { source.close(); if (state.source === source) state.source = null; };  // it ended
 }
 
 function tokens(update) {

@@ -20,6 +20,7 @@ import gradio as gr
 import outputs
 import render
 from page_fix import MIDDLEWARE
+from page_stream import PageStreams
 from spec.config import F32
 from spec.decoding.plugins import PLUGINS
 from spec.errors import ModelError
@@ -67,6 +68,7 @@ DRAFTER_CHOICES = [(plugin.label, name) for name, plugin in PLUGINS.items()]
 visitor_models = VisitorModels(S.visitor_limits(), protected={ref for p in PRESETS for ref in (p.target, p.draft) if ref})
 registry = ModelRegistry(int(S.memory_budget_gb * 2**30), visitor_models, curves_later=True)  # one for every visitor: models load once
 sessions = Sessions()  # each visitor's Stop
+page_streams = PageStreams()  # each page's race updates between the first and the last, outside Gradio's queue
 audience = Audience()  # the browser sessions with the page open, for the presenter's room view
 # Finished races are kept beside the models, so that a restarted server replays them from the first click.
 store = RecordingStore(S.stored_races, int(S.stored_mb * 2**20), models_dir() / "recordings")
@@ -97,10 +99,12 @@ def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dyna
 
 def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, drafter: str, k: float,
          dynamic_k: bool, temperature: float, top_p: float, seed: float | None, max_new_tokens: float, exact: bool,
-         request: gr.Request, *, fresh: bool = False, shown=outputs.api) -> Iterator[tuple]:
+         request: gr.Request, *, fresh: bool = False, shown=outputs.api, streamed: bool = False) -> Iterator[tuple]:
     """The race the visitor asks for, as it was computed (a replay), is being computed (joined) or
     will be once its turn comes (live); yields the API's (status, speed-up, feed, ar stats, spec
-    stats, summary, numbers, "race it live"), or what `shown` makes of each update."""
+    stats, summary, numbers, "race it live"), or what `shown` makes of each update. `streamed`
+    (the page's own events): the page's outputs, the updates between the first and the last sent
+    down a stream of the page's own (outputs.PageFeed)."""
     session = getattr(request, "session_hash", None) or ""
     with sessions.track(session) as cancel:
         pair = None
@@ -116,17 +120,23 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
             message = readable(str(error), pair, ALLOW_LOCAL_MODELS)
             yield shown(render.failure(message))
             raise gr.Error(message, print_exception=False) from None
+        page_feed = outputs.PageFeed(page_streams.open(cancel)) if streamed else None
         try:
             watch_id, first = next(_watches), True
             for view in watch(recording, how, scheduler.place, cancel, S.update_seconds):
                 if view.phase == RacePhase.FAILED:
                     view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
-                yield shown(render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
-                                           first, watch_id))
+                update = render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
+                                        first, watch_id)
+                routed = shown(update) if page_feed is None else page_feed.route(update, view.phase.ended)
+                if routed is not None:
+                    yield routed
                 first = first and view.phase in (RacePhase.WAITING, RacePhase.LOADING)  # the panes reset with the first tokens
             if view.phase == RacePhase.FAILED:
                 raise gr.Error(view.error, print_exception=False)
         finally:
+            if page_feed is not None:
+                page_streams.close(page_feed.stream)
             scheduler.leave(recording)
 
 
@@ -209,7 +219,8 @@ THEME = gr.themes.Soft(font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto",
 HERE = Path(__file__).parent
 # Each watching visitor holds a worker thread while the race plays: leave room for a workshop. Gradio's status
 # tracker is served fixed (page_fix.py): an open page draws no frames when nothing changes.
-LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120, app_kwargs=dict(middleware=MIDDLEWARE))
+LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120,
+                      app_kwargs=dict(middleware=[*MIDDLEWARE, page_streams.middleware()]))
 
 with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown("# Autoregressive vs speculative decoding, on OpenVINO\n" + LEAD, elem_id="intro")
@@ -280,8 +291,9 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     shown = [feed, numbers, live_button]
     heavy = dict(concurrency_id="race", concurrency_limit=100, preprocess=False, show_progress="hidden")
     on_page = dict(api_visibility="private", **heavy)  # named: else they take race's name, and the API's /race another
-    run.click(outputs.variant(race, shown=outputs.page), race_inputs, shown, api_name="race_page", **on_page)
-    live_button.click(outputs.variant(race, fresh=True, shown=outputs.page), race_inputs, shown, api_name="race_live_page", **on_page)
+    run.click(outputs.variant(race, shown=outputs.page, streamed=True), race_inputs, shown, api_name="race_page", **on_page)
+    live_button.click(outputs.variant(race, fresh=True, shown=outputs.page, streamed=True), race_inputs, shown,
+                      api_name="race_live_page", **on_page)
     api = gr.Button(visible=False)  # /race and /race_live's trigger: no visitor presses it
     api.click(race, race_inputs, race_outputs, api_name="race", **heavy)
     api.click(race_live, race_inputs, race_outputs, api_name="race_live", **heavy)

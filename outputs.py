@@ -3,7 +3,8 @@
 The API (/race, /race_live) answers with an output per element of the page, as clients read it.
 The page itself takes one output, the feed, whose markup and tokens its JavaScript (app.js) sets:
 Gradio handles every output of an update (a component's props, its status tracker), so one output
-an update costs the browser watching a race less than eight.
+an update costs the browser watching a race less than eight; and only a watch's first and last
+updates go through Gradio at all (PageFeed), the others through a stream of the page's own.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable, Iterator
 import gradio as gr
 
 import render
+from page_stream import PageStream
 
 
 def api(update: render.PageUpdate) -> tuple:
@@ -23,9 +25,28 @@ def api(update: render.PageUpdate) -> tuple:
     return (*html, live if update.race_it_live is None else gr.Button(visible=update.race_it_live))
 
 
-def page(update: render.PageUpdate) -> tuple:
-    """The page's outputs (app.py's `shown`): the feed carrying the markup app.js sets, the numbers, the button."""
-    return render.on_page(update), *api(update)[6:]
+def page(update: render.PageUpdate, stream: str | None = None) -> tuple:
+    """The page's outputs (app.py's `shown`): the feed carrying the markup app.js sets, the numbers,
+    the button; `stream` names the page's own stream for the updates that follow."""
+    return render.on_page(update, stream), *api(update)[6:]
+
+
+class PageFeed:
+    """Where one watch's updates go on the page: the first and the last as Gradio outputs, the first
+    naming the watch's stream (page_stream), and every one between down that stream, so that Gradio's
+    client handles two messages a race rather than four a second."""
+
+    def __init__(self, stream: PageStream):
+        self.stream = stream
+        self._announced = False
+
+    def route(self, update: render.PageUpdate, last: bool) -> tuple | None:
+        """The page's outputs for Gradio to send, or None where the update went down the stream."""
+        if self._announced and not last and update.numbers is None:
+            self.stream.send(render.on_page(update))
+            return None
+        announce, self._announced = not self._announced, True
+        return page(update, self.stream.token if announce else None)
 
 
 def variant(handler: Callable[..., Iterator[tuple]], doc: str | None = None, **fixed) -> Callable[..., Iterator[tuple]]:

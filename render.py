@@ -375,11 +375,13 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
 PAGE_IDS = {"status": "status", "speedup": "speedup", "ar_stats": "ar-stats", "spec_stats": "spec-stats", "summary": "summary"}
 
 
-def on_page(update: PageUpdate) -> str:
+def on_page(update: PageUpdate, stream: str | None = None) -> str:
     """An update as the page's one output, for app.js: the markup of each element it changes, by
-    id, and the feed. Gradio then renders one component per message rather than one per element."""
+    id, and the feed. Gradio then renders one component per message rather than one per element.
+    `stream`: the token of the page's own stream (page_stream), which the updates that follow take."""
     markup = {PAGE_IDS[name]: getattr(update, name) for name in PAGE_IDS if getattr(update, name) is not None}
-    return f'{{"html":{json.dumps(markup, separators=(",", ":"))},"feed":{update.feed or "null"}}}'
+    token = f',"stream":{json.dumps(stream)}' if stream else ""
+    return f'{{"html":{json.dumps(markup, separators=(",", ":"))},"feed":{update.feed or "null"}{token}}}'
 
 
 def failure(message: str) -> PageUpdate:

@@ -493,6 +493,47 @@ def test_a_race_updates_one_component_a_message_and_the_page_still_shows_everyth
     assert "decode tokens/s" in api[3] and "tokens per target call" in api[4] and api[6]["speculative"]["text"], "the API's outputs, each"
 
 
+# Counts the messages each EventSource the page opens receives, by the first part of its path.
+COUNT_STREAMED = """
+window.__streamed = {};
+const RealSource = window.EventSource;
+window.EventSource = function (url, options) {
+  const source = new RealSource(url, options), key = new URL(url, location.href).pathname.split("/")[1];
+  source.addEventListener("message", () => { window.__streamed[key] = (window.__streamed[key] || 0) + 1; });
+  return source;
+};
+"""
+
+
+def test_the_page_gets_a_race_down_its_own_stream_and_gradio_only_its_first_and_last_updates(served, browser, monkeypatch):
+    """Gradio's client handles each message of an event for every component on the page, in the
+    browser that shares the race's cores: the page's race sends its first update (naming a stream)
+    and its last through Gradio, and every one between down that stream, which the page reads."""
+    app = served.app
+    routed = {"gradio": 0, "stream": 0}
+    real_route = app.outputs.PageFeed.route
+
+    def counting_route(self, update, last):
+        outputs = real_route(self, update, last)
+        routed["stream" if outputs is None else "gradio"] += 1
+        return outputs
+
+    monkeypatch.setattr(app.outputs.PageFeed, "route", counting_route)
+    with instrumented_page(browser, served.url, COUNT_STREAMED) as page:
+        page.locator("#prompt textarea").fill(LONG_PROMPT)
+        page.locator("#max-new-tokens input[type=number]").fill(str(LONG_TOKENS - 2))
+        page.locator("#max-new-tokens input[type=number]").press("Enter")
+        page.locator("#run").click()
+        page.locator("#status").get_by_text("Racing live").wait_for(timeout=30_000)
+        page.locator("#ar-output .pane span:not(.placeholder)").first.wait_for(timeout=30_000)
+        assert "Racing" in page.locator("#status").inner_text(), "the panes stream before the race ends"
+        page.locator("#summary").get_by_text("Greedy").wait_for(timeout=120_000)
+        streamed = page.evaluate("window.__streamed")
+    assert routed["gradio"] == 2 and routed["stream"] >= 3, f"updates sent: {routed}"
+    assert streamed.get("race_stream", 0) == routed["stream"], f"the page read {streamed} of {routed['stream']} streamed updates"
+    assert not app.page_streams._streams, "a finished watch's stream is still open"
+
+
 def test_phone_width_and_dark_mode_stay_readable(served, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     for name, url, size in (("phone-400px", served.url, (400, 900)), ("dark", served.url + "?__theme=dark", (1400, 1000))):
