@@ -45,7 +45,7 @@ class PageFeed:
         if self._announced and not last and update.numbers is None:
             self.stream.send(render.on_page(update))
             return None
-        announce, self._announced = not self._announced, True
+        announce, self._announced = not (self._announced or last), True  # a watch over at once needs no stream
         return page(update, self.stream.token if announce else None)
 
 

@@ -74,3 +74,22 @@ def test_a_page_leaving_before_the_watch_ends_stops_it(served):
         time.sleep(0.05)
     assert cancel.is_set(), "the watch of a page that left runs on"
     streams.close(stream)
+
+
+def test_a_watch_sends_its_first_and_last_updates_through_gradio_and_the_rest_down_its_stream():
+    import json
+
+    import outputs
+    import render
+
+    streams = PageStreams()
+    feed = outputs.PageFeed(streams.open(threading.Event()))
+    updates = [render.PageUpdate(render.status(f"update {n}", "live")) for n in range(4)]
+    routed = [feed.route(update, last=n == 3) for n, update in enumerate(updates)]
+    first, last = json.loads(routed[0][0]), json.loads(routed[3][0])
+    assert first["stream"] == feed.stream.token and "stream" not in last, "the first names the stream, the last does not"
+    assert routed[1] is None and routed[2] is None, "the updates between go down the stream"
+    assert [json.loads(update)["html"]["status"] for update in feed.stream._pending] == [
+        json.loads(render.on_page(update))["html"]["status"] for update in updates[1:3]]
+    over_at_once = outputs.PageFeed(streams.open(threading.Event())).route(updates[0], last=True)
+    assert "stream" not in json.loads(over_at_once[0]), "a watch over at once names no stream"
