@@ -3,9 +3,9 @@
 A race's first update and its last reach the page as Gradio outputs (the feed, the numbers, the
 "Race it live" button); the ones between, four a second, go through a stream of their own that
 app.js reads with an EventSource. Gradio's client handles every message of an event's stream for
-every component on the page (it pushes each component a fresh loading status), and the browser
-watching a race shares the cores with it on a machine of its own: that per-message work is most of
-what the page costs it. A stream belongs to one watch of one race, is named by an unguessable token
+every component on the page (it pushes each component a fresh loading status), and a browser on the
+server's own machine shares the cores with the race it shows: that per-message work was a good part
+of what the page cost the race. A stream belongs to one watch of one race, is named by an unguessable token
 that the first update carries, is read once, and ends with the race. The page closing it while the
 race runs stops that watch, as closing the tab does.
 """
