@@ -105,6 +105,7 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
     stats, summary, numbers, "race it live"), or what `shown` makes of each update. `streamed`
     (the page's own events): the page's outputs, the updates between the first and the last sent
     down a stream of the page's own (outputs.PageFeed)."""
+    shown = outputs.page if streamed else shown
     session = getattr(request, "session_hash", None) or ""
     with sessions.track(session) as cancel:
         pair = None
@@ -291,9 +292,8 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     shown = [feed, numbers, live_button]
     heavy = dict(concurrency_id="race", concurrency_limit=100, preprocess=False, show_progress="hidden")
     on_page = dict(api_visibility="private", **heavy)  # named: else they take race's name, and the API's /race another
-    run.click(outputs.variant(race, shown=outputs.page, streamed=True), race_inputs, shown, api_name="race_page", **on_page)
-    live_button.click(outputs.variant(race, fresh=True, shown=outputs.page, streamed=True), race_inputs, shown,
-                      api_name="race_live_page", **on_page)
+    run.click(outputs.variant(race, streamed=True), race_inputs, shown, api_name="race_page", **on_page)
+    live_button.click(outputs.variant(race, fresh=True, streamed=True), race_inputs, shown, api_name="race_live_page", **on_page)
     api = gr.Button(visible=False)  # /race and /race_live's trigger: no visitor presses it
     api.click(race, race_inputs, race_outputs, api_name="race", **heavy)
     api.click(race_live, race_inputs, race_outputs, api_name="race_live", **heavy)
