@@ -100,11 +100,8 @@ def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dyna
 def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, drafter: str, k: float,
          dynamic_k: bool, temperature: float, top_p: float, seed: float | None, max_new_tokens: float, exact: bool,
          request: gr.Request, *, fresh: bool = False, shown=outputs.api, streamed: bool = False) -> Iterator[tuple]:
-    """The race the visitor asks for, as it was computed (a replay), is being computed (joined) or
-    will be once its turn comes (live); yields the API's (status, speed-up, feed, ar stats, spec
-    stats, summary, numbers, "race it live"), or what `shown` makes of each update. `streamed`
-    (the page's own events): the page's outputs, the updates between the first and the last sent
-    down a stream of the page's own (outputs.PageFeed)."""
+    """The race the visitor asks for, as it was computed (a replay), is being computed (joined) or will be once
+    its turn comes (live); yields the API's outputs (outputs.api), or the page's if `streamed` (outputs.PageFeed)."""
     shown = outputs.page if streamed else shown
     session = getattr(request, "session_hash", None) or ""
     with sessions.track(session) as cancel:
@@ -121,23 +118,20 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
             message = readable(str(error), pair, ALLOW_LOCAL_MODELS)
             yield shown(render.failure(message))
             raise gr.Error(message, print_exception=False) from None
-        page_feed = outputs.PageFeed(page_streams.open(cancel)) if streamed else None
         try:
-            watch_id, first = next(_watches), True
-            for view in watch(recording, how, scheduler.place, cancel, S.update_seconds):
-                if view.phase == RacePhase.FAILED:
-                    view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
-                update = render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
-                                        first, watch_id)
-                routed = shown(update) if page_feed is None else page_feed.route(update, view.phase.ended)
-                if routed is not None:
-                    yield routed
-                first = first and view.phase in (RacePhase.WAITING, RacePhase.LOADING)  # the panes reset with the first tokens
+            with outputs.routing(shown, page_streams if streamed else None, cancel) as route:
+                watch_id, first = next(_watches), True
+                for view in watch(recording, how, scheduler.place, cancel, S.update_seconds):
+                    if view.phase == RacePhase.FAILED:
+                        view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
+                    update = render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
+                                            first, watch_id)
+                    if (routed := route(update, view.phase.ended)) is not None:
+                        yield routed
+                    first = first and view.phase in (RacePhase.WAITING, RacePhase.LOADING)  # the panes reset with the first tokens
             if view.phase == RacePhase.FAILED:
                 raise gr.Error(view.error, print_exception=False)
         finally:
-            if page_feed is not None:
-                page_streams.close(page_feed.stream)
             scheduler.leave(recording)
 
 
@@ -218,8 +212,7 @@ def custom_draft_typed(label: str, custom_draft: str, current: str):
 # System fonts: the page must not wait on a font server that an offline workshop cannot reach.
 THEME = gr.themes.Soft(font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 HERE = Path(__file__).parent
-# Each watching visitor holds a worker thread while the race plays: leave room for a workshop. Gradio's status
-# tracker is served fixed (page_fix.py): an open page draws no frames when nothing changes.
+# Each watching visitor holds a worker thread while the race plays: room for a workshop. page_fix.py: an idle page draws no frames.
 LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120,
                       app_kwargs=dict(middleware=[*MIDDLEWARE, page_streams.middleware()]))
 

@@ -8,14 +8,16 @@ updates go through Gradio at all (PageFeed), the others through a stream of the 
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import threading
 from typing import Callable, Iterator
 
 import gradio as gr
 
 import render
-from page_stream import PageStream
+from page_stream import PageStream, PageStreams
 
 
 def api(update: render.PageUpdate) -> tuple:
@@ -47,6 +49,21 @@ class PageFeed:
             return None
         announce, self._announced = not (self._announced or last), True  # a watch over at once needs no stream
         return page(update, self.stream.token if announce else None)
+
+
+@contextlib.contextmanager
+def routing(shown: Callable[[render.PageUpdate], tuple], streams: PageStreams | None,
+            cancel: threading.Event) -> Iterator[Callable[[render.PageUpdate, bool], tuple | None]]:
+    """route(update, last) for one watch: each update as `shown` makes it (the API), or, given the
+    page's streams, through a PageFeed whose stream ends with the watch."""
+    if streams is None:
+        yield lambda update, last: shown(update)
+        return
+    feed = PageFeed(streams.open(cancel))
+    try:
+        yield feed.route
+    finally:
+        streams.close(feed.stream)
 
 
 def variant(handler: Callable[..., Iterator[tuple]], doc: str | None = None, **fixed) -> Callable[..., Iterator[tuple]]:

@@ -137,3 +137,12 @@ def test_the_engine_never_imports_the_ui_or_the_benchmark():
     for path in (REPO / "spec").rglob("*.py"):
         outside = {m for m in imports(path) if m.split(".")[0] in ("gradio", "app", "render", "outputs", "page_fix", "page_stream", "bench", "tests")}
         assert not outside, (path.relative_to(REPO), sorted(outside))
+
+
+def test_the_page_and_the_loop_stay_short_enough_to_read_in_one_sitting():
+    # Issue 40's limits: app.py only lays out the page and renders what the engine yields; the loop
+    # reads like the paper's algorithm. Each grew past its limit once without anyone noticing.
+    assert len((REPO / "app.py").read_text().splitlines()) <= 350
+    tree = ast.parse((REPO / "spec" / "decoding" / "speculative.py").read_text())
+    loop = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "speculative")
+    assert loop.end_lineno - loop.lineno + 1 <= 60

@@ -64,10 +64,7 @@ def speculative(
             schedule.observe_other_call()
         k, draft_length, source = schedule.next_round(context)
         if k == 0 or generation.remaining == 1:  # drafting does not pay right now (or one token is left)
-            token, seconds = target_step(target_cache, context[-1], sampler, generation.stats)
-            schedule.observe_plain(seconds)
-            context.append(token)
-            step = generation.emit([token], [TARGET])
+            step = _plain_step(target_cache, context, sampler, schedule, generation)
             yield step
             continue
         # 1. Draft, never past max_new_tokens (those tokens could not be kept); free guesses fill the width.
@@ -93,6 +90,14 @@ def speculative(
         generation.stats.record_round(k, accepted, kinds.count(LOOKUP), drafted, proposal.seconds, catch_up, verify_seconds)
         step = generation.emit(new_tokens, [*kinds, BONUS if accepted == k else CORRECTION])
         yield step
+
+
+def _plain_step(target_cache: "StatefulLM", context: list[int], sampler: Sampler, schedule: Schedule, generation: Generation) -> Step:
+    """One target call for one token, where drafting does not pay: the schedule learns what it cost."""
+    token, seconds = target_step(target_cache, context[-1], sampler, generation.stats)
+    schedule.observe_plain(seconds)
+    context.append(token)
+    return generation.emit([token], [TARGET])
 
 
 def _with_guesses(q: np.ndarray | None, drafts: np.ndarray) -> np.ndarray | None:
