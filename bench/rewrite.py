@@ -34,7 +34,7 @@ def rewrite(path: Path) -> None:
     """Recompute everything derived in the report at `path` from its records; write .json, .md and .png beside it."""
     report = json.loads(path.read_text())
     plan = plan_of(report)
-    report.update(derive(plan, read_records(report["records"]), report.get("costs")))
+    report.update(derive(plan, read_records(report["records"]), report.get("costs"), report["machine"].get("cpu_class")))
     write_outputs(report, plan, path.parent)
 
 

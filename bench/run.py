@@ -390,7 +390,7 @@ def _report(plan: BenchPlan, args: argparse.Namespace, argv: list[str], started:
         "prompt_sets": [{"name": s.name, "kind": s.kind, "description": s.description, "prompts": [p for p, _ in s.prompts]}
                         for s in plan.prompt_sets],
         "settings": [{"index": i, **vars(s), "method": s.method, "label": s.label} for i, s in enumerate(plan.settings)],
-        **derive(plan, records, costs),
+        **derive(plan, records, costs, machine["cpu_class"]),
         "costs": costs,
         "cost_repeats": args.cost_repeats,
         "families": families,
@@ -457,7 +457,7 @@ def _slug(text: str) -> str:
 def _machine() -> dict:
     import psutil
 
-    from spec.models.runtime import emulated_class
+    from spec.models.runtime import cpu_class, emulated_class
 
     cpu = platform.processor() or platform.machine()
     try:
@@ -470,6 +470,7 @@ def _machine() -> dict:
     emulated = emulated_class()
     return {
         "cpu": f"{cpu} emulating {emulated}" if emulated else cpu,  # bench.tools.cpu_class: this CPU's cores, that class's kernels
+        "cpu_class": cpu_class(),  # what decides a verify call's cost, and the goals the run is held to
         "cores": psutil.cpu_count(logical=False),
         "threads": psutil.cpu_count(logical=True),
         "memory_gib": psutil.virtual_memory().total / 2**30,

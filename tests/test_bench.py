@@ -97,17 +97,20 @@ def test_humaneval_prompts_are_the_stubs_with_an_instruction():
 
 
 def test_targets_are_all_checked(smoke_run):
+    from bench.report.goals import goals_for
+
     _, report, text = smoke_run
     goals = {t["target"] for t in report["targets"]}
+    pair, draft_token = goals_for(report["machine"]["cpu_class"])  # this CPU's class: AVX2's goals are lower
     assert any(g.startswith("dynamic K ≥ 0.95×") for g in goals)
-    assert any(g.startswith("the default pair (hybrid) ≥ 1.35× autoregressive, median over open") for g in goals)
-    assert any(g.startswith("the default pair (hybrid) ≥ 1.9× autoregressive, median over grounded") for g in goals)
-    assert any(g.startswith("the default pair (hybrid) ≥ 1.2× autoregressive") for g in goals)  # sampled, open prompts
+    assert any(g.startswith(f"the default pair (hybrid) ≥ {pair['open']}× autoregressive, median over open") for g in goals)
+    assert any(g.startswith(f"the default pair (hybrid) ≥ {pair['grounded']}× autoregressive, median over grounded") for g in goals)
+    assert any(g.startswith(f"the default pair (hybrid) ≥ {pair['sampled']}× autoregressive") for g in goals)  # sampled, open prompts
     assert any(g.startswith("target call on K+1=5 tokens") for g in goals)
     assert any(g.startswith("a decoding step ≥ 0.85 × the bandwidth roofline") for g in goals)
     assert any(g.startswith("dynamic K ≥ 0.95 × the best fixed K on every prompt") for g in goals)
     assert any(g.startswith("hybrid ≥ 0.95 × the better of its drafters") for g in goals)
-    assert any(g.startswith("a llama-draft token, all in, ≤ 0.3 of a target step") for g in goals)
+    assert any(g.startswith(f"a llama-draft token, all in, ≤ {draft_token} of a target step") for g in goals)
     assert any(g.startswith("hybrid ≥ 0.95 × the better of its drafters") and g.endswith("(sampled)") for g in goals)
     if "openvino-genai" in report["versions"] and not report["peer_notes"]:
         assert "our autoregressive ≥ openvino-genai plain" in goals
@@ -128,6 +131,24 @@ def test_rewrite_derives_the_same_report_from_the_records(smoke_run, tmp_path):
     assert rewrite([str(tmp_path / "smoke.json")]) == 0
     assert (tmp_path / "smoke.md").read_text() == text
     assert rewrite([str(tmp_path / "missing.json")]) == 1
+
+
+def test_a_run_is_held_to_the_goals_of_its_cpu_class(smoke_run, tmp_path):
+    """Issue 38 sets lower goals where AVX2 kernels make a verify call dear; the report names the class."""
+    from bench.rewrite import main as rewrite
+
+    out, report, _ = smoke_run
+    assert report["machine"]["cpu_class"] in ("AMX", "AVX-512", "AVX2 + VNNI", "AVX2", "other")
+    for cpu_class, open_goal, grounded_goal, draft_token in (("AVX2", 1.25, 1.7, 0.35), ("AMX", 1.35, 1.9, 0.3)):
+        moved = json.loads((out / "smoke.json").read_text())
+        moved["machine"]["cpu_class"] = cpu_class
+        (tmp_path / "smoke.json").write_text(json.dumps(moved))
+        assert rewrite([str(tmp_path / "smoke.json")]) == 0
+        goals = {t["target"] for t in json.loads((tmp_path / "smoke.json").read_text())["targets"]}
+        assert any(g.startswith(f"the default pair (hybrid) ≥ {open_goal}× autoregressive, median over open") for g in goals), goals
+        assert any(g.startswith(f"the default pair (hybrid) ≥ {grounded_goal}× autoregressive, median over grounded") for g in goals)
+        assert any(g.startswith(f"a llama-draft token, all in, ≤ {draft_token} of a target step") for g in goals)
+        assert f", {cpu_class} class, " in (tmp_path / "smoke.md").read_text()
 
 
 def test_decode_speedups_leave_out_the_prefill():

@@ -4,7 +4,7 @@ import pytest
 
 from spec.config import DEFAULT_PRECISION, F32
 from spec.models import runtime
-from spec.models.runtime import _MAX_DEAD_SLOTS, cpu_has_amx, precision_config
+from spec.models.runtime import _MAX_DEAD_SLOTS, cpu_class, cpu_has_amx, precision_config
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -118,6 +118,20 @@ def test_a_large_generation_gives_its_memory_back_instead_of_pooling_it(tiny_pai
     assert after._request is not request, "a request that grew large went back to the pool"
     np.testing.assert_allclose(after.forward([9, 300]), target.model.new_cache().forward([9, 300]), atol=1e-5)
     after.release()
+
+
+def test_the_cpu_class_is_the_widest_vector_unit_openvino_sees(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPEC_CPU_CLASS", raising=False)
+    flags = {"AMX": "avx2 avx512f amx_tile", "AVX-512": "avx2 avx_vnni avx512f avx512_vnni", "AVX2 + VNNI": "avx2 avx_vnni",
+             "AVX2": "fma avx2", "other": "sse4_2"}
+    for name, listed in flags.items():
+        (tmp_path / name).write_text(f"processor\t: 0\nmodel name\t: Some CPU\nflags\t\t: fpu {listed}\n")
+        assert cpu_class(tmp_path / name) == name
+    assert cpu_class(tmp_path / "missing") == "other"
+    monkeypatch.setenv("SPEC_CPU_CLASS", "AVX2_VNNI")
+    assert cpu_class(tmp_path / "AMX") == "AMX", "the variable alone, without the CPUID mask, names nothing"
+    monkeypatch.setenv("LD_PRELOAD", "/somewhere/cpuid_mask.so")
+    assert cpu_class(tmp_path / "AMX") == "AVX2 + VNNI"
 
 
 def test_the_default_precision_computes_in_f32_only_where_the_cpu_has_amx(tmp_path, monkeypatch):

@@ -16,15 +16,16 @@ __all__ = ["check_targets", "derive", "exactness", "markdown", "peer_ratios", "p
            "summarize"]
 
 
-def derive(plan: BenchPlan, records: list[Record], costs: dict | None) -> dict:
+def derive(plan: BenchPlan, records: list[Record], costs: dict | None, cpu_class: str | None = None) -> dict:
     """Everything a report derives from its records: summaries, ours ÷ peer (whole run and decode),
-    target verdicts and the f32 exactness checks (a run writes them; bench.rewrite derives them again)."""
+    target verdicts (by the goals of the run's CPU class) and the f32 exactness checks (a run writes
+    them; bench.rewrite derives them again)."""
     summaries = summarize(plan, records, costs)
     return {
         "summaries": summaries,
         "peer_ratios": {str(i): v for i, v in peer_ratios(plan, records).items()},
         "peer_decode_ratios": {str(i): v for i, v in peer_ratios(plan, records, decode=True).items()},
-        "targets": check_targets(plan, records, summaries, costs),
+        "targets": check_targets(plan, records, summaries, costs, cpu_class),
         "exactness": exactness(plan, records),
     }
 

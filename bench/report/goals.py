@@ -16,13 +16,25 @@ BEST_FIXED_SHARE = 0.95  # dynamic K vs the best fixed K, on every prompt
 HYBRID_SHARE = 0.95  # the hybrid vs the better of its two drafters, per prompt set
 # The default pair (the hybrid of the 0.5B draft and lookup) vs autoregressive, median whole-run per
 # prompt: on open questions, code edits (any other input-grounded set) and HumanEval, greedy; open
-# questions sampled.
+# questions sampled. With AMX or AVX-512, and for a run that did not record its CPU's class.
 PAIR_GOALS = {"open": 1.35, "grounded": 1.9, "humaneval": 2.3, "sampled": 1.2}
 DRAFT_TOKEN_CEILING = 0.30  # a draft model's token, all in (its catch-up of the prompt aside), in target steps
+# On AVX2 kernels (VNNI or not) a verify call of 5 costs 1.6-2.3 steps and a draft token twice as
+# much as with AVX-512: issue 38 holds that class to these (HumanEval's goal it did not lower).
+AVX2_PAIR_GOALS = {**PAIR_GOALS, "open": 1.25, "grounded": 1.7, "sampled": 1.2}
+AVX2_DRAFT_TOKEN_CEILING = 0.35
 
 
-def check_targets(plan: BenchPlan, records: list[Record], summaries: list[dict], costs: dict | None) -> list[dict]:
-    """The goals, each with the measured value, what is needed and whether it is met."""
+def goals_for(cpu_class: str | None) -> tuple[dict[str, float], float]:
+    """The default pair's goals and a draft token's ceiling for a run on `cpu_class` (runtime.cpu_class)."""
+    if cpu_class and cpu_class.startswith("AVX2"):
+        return AVX2_PAIR_GOALS, AVX2_DRAFT_TOKEN_CEILING
+    return PAIR_GOALS, DRAFT_TOKEN_CEILING
+
+
+def check_targets(plan: BenchPlan, records: list[Record], summaries: list[dict], costs: dict | None,
+                  cpu_class: str | None = None) -> list[dict]:
+    """The goals (those of `cpu_class`, goals_for), each with the measured value, what is needed and whether it is met."""
     rates = rates_per_repeat(records)
     settings = plan.settings
     targets = []
@@ -64,7 +76,7 @@ def check_targets(plan: BenchPlan, records: list[Record], summaries: list[dict],
             f"1-token target call vs {roofline['bytes_per_step'] / 1e9:.2f} GB of weights at {roofline['bandwidth'] / 1e9:.1f} GB/s",
             roofline["step_share"] / ROOFLINE_SHARE, 1.0)
         targets[-1]["shown"] = f"{roofline['step_share']:.2f} of roofline (≥ {ROOFLINE_SHARE})"
-    targets += _per_prompt_targets(plan, records, summaries)
+    targets += _per_prompt_targets(plan, records, summaries, *goals_for(cpu_class))
     exact = exactness(plan, records)
     if exact:
         same = sum(e["identical"] for e in exact)
@@ -91,7 +103,8 @@ def _find(plan: BenchPlan, **fields) -> int | None:
     return None
 
 
-def _per_prompt_targets(plan: BenchPlan, records: list[Record], summaries: list[dict]) -> list[dict]:
+def _per_prompt_targets(plan: BenchPlan, records: list[Record], summaries: list[dict], pair_goals: dict[str, float],
+                        draft_token_ceiling: float) -> list[dict]:
     """The targets judged prompt by prompt: prompt lookup's and the hybrid's median, dynamic K against
     the best fixed K, a draft model's floor, the hybrid against the better of its drafters."""
     out = []
@@ -113,7 +126,7 @@ def _per_prompt_targets(plan: BenchPlan, records: list[Record], summaries: list[
     if draft:
         for prompt_set in plan.prompt_sets:
             for sampled in (False, True):
-                goal = PAIR_GOALS["sampled" if sampled else "humaneval" if prompt_set.name == "humaneval" else prompt_set.kind]
+                goal = pair_goals["sampled" if sampled else "humaneval" if prompt_set.name == "humaneval" else prompt_set.kind]
                 i = _find(plan, drafter=HYBRID, draft=draft, dynamic=True, sampled=sampled, max_new_tokens=n_max, prompt_set=prompt_set.name)
                 per = speedups(i)
                 if per and (prompt_set.kind == "open" or not sampled):
@@ -142,9 +155,9 @@ def _per_prompt_targets(plan: BenchPlan, records: list[Record], summaries: list[
         if steps and drafted:
             step = sum(r.target_seconds for r in steps) / sum(r.plain_steps for r in steps)
             token = sum(r.draft_seconds - (r.draft_catch_up_seconds or 0.0) for r in drafted) / sum(r.draft_tokens for r in drafted)
-            add(f"a {draft} token, all in, ≤ {DRAFT_TOKEN_CEILING} of a target step", "draft-model runs' drafting (the prompt's "
-                "catch-up aside) per drafted token ÷ autoregressive runs' step", DRAFT_TOKEN_CEILING / (token / step), 1.0,
-                f"{token / step:.2f} of a step ({token * 1e3:.1f} ms ÷ {step * 1e3:.1f} ms; ≤ {DRAFT_TOKEN_CEILING})")
+            add(f"a {draft} token, all in, ≤ {draft_token_ceiling} of a target step", "draft-model runs' drafting (the prompt's "
+                "catch-up aside) per drafted token ÷ autoregressive runs' step", draft_token_ceiling / (token / step), 1.0,
+                f"{token / step:.2f} of a step ({token * 1e3:.1f} ms ÷ {step * 1e3:.1f} ms; ≤ {draft_token_ceiling})")
         floor = {}
         for name in grounded + open_sets:
             i = _find(plan, drafter=DRAFT_MODEL, draft=draft, dynamic=True, sampled=False, max_new_tokens=n_max, prompt_set=name)

@@ -35,8 +35,9 @@ def _header_lines(report: dict) -> list[str]:
     lines = [f"# Benchmark `{report['name']}`", ""]
     lines += [f"`{report['command']}` · {report['created']}", ""]
     m = report["machine"]
+    cpu = f"{m['cpu']}, {m['cpu_class']} class" if m.get("cpu_class") else m["cpu"]  # results before the class was recorded
     lines += [
-        f"Machine: {m['cpu']}, {m['cores']} cores / {m['threads']} threads, {m['memory_gib']:.0f} GiB; "
+        f"Machine: {cpu}, {m['cores']} cores / {m['threads']} threads, {m['memory_gib']:.0f} GiB; "
         f"load average at start {m['load_average']}. Versions: "
         + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + ".",
         "",

@@ -37,16 +37,36 @@ def emulated_class() -> str | None:
     return name if name and "cpuid_mask" in os.environ.get("LD_PRELOAD", "") else None
 
 
-def cpu_has_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether the CPU has Intel AMX tiles (Linux reports them; elsewhere assume not), as OpenVINO
-    sees it: an emulated smaller class has none."""
-    if emulated_class():
-        return False
+def _cpu_flags(cpuinfo: Path) -> set[str]:
+    """The CPU's flags as Linux reports them (elsewhere none)."""
     try:
         text = cpuinfo.read_text(errors="replace")
     except OSError:
-        return False
-    return any(line.startswith("flags") and " amx_tile" in line for line in text.splitlines())
+        return set()
+    return next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
+
+
+def cpu_has_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU has Intel AMX tiles (Linux reports them; elsewhere assume not), as OpenVINO
+    sees it: an emulated smaller class has none."""
+    return not emulated_class() and "amx_tile" in _cpu_flags(cpuinfo)
+
+
+_EMULATED_CLASSES = {"AVX512": "AVX-512", "AVX2_VNNI": "AVX2 + VNNI", "AVX2": "AVX2"}
+
+
+def cpu_class(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The class of CPU OpenVINO's kernels run as here, which decides what a verify call costs:
+    "AMX", "AVX-512", "AVX2 + VNNI" (8-bit dot products on 256-bit vectors, as Intel's laptops since
+    2021), "AVX2" or "other"; under bench.tools.cpu_class, the class it emulates."""
+    emulated = emulated_class()
+    if emulated:
+        return _EMULATED_CLASSES.get(emulated, emulated)
+    flags = _cpu_flags(cpuinfo)
+    for name, flag in (("AMX", "amx_tile"), ("AVX-512", "avx512f"), ("AVX2 + VNNI", "avx_vnni"), ("AVX2", "avx2")):
+        if flag in flags:
+            return name
+    return "other"
 
 
 # OpenVINO's threads pinned to their cores: unpinned, the server's own threads waking beside them
