@@ -16,6 +16,7 @@ the speed-up, whose baseline moves with the host.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--json-out", type=Path, help="also write each example's speed-ups here, naming this CPU")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("SPEC_APP_PRELOAD", "0")
@@ -57,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
           "| plain steps | draft model's catch-up s | autoregressive step ms | speculative decode s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     total = 0.0  # the speculative lane's decode seconds, every race
+    measured = {}  # label -> what --json-out keeps
     for label, prompt in app.EXAMPLES:
         speedups, predicted, per_call, identical, chose, steps, decodes = [], [], [], [], [], [], []
         for _ in range(args.runs):
@@ -71,12 +74,20 @@ def main(argv: list[str] | None = None) -> int:
             steps.append(last.autoregressive.stats.step_seconds or float("nan"))
             decodes.append(lane.seconds - (lane.ttft_seconds or 0.0))
         total += sum(decodes)
+        measured[label] = {"speedup": statistics.median(speedups), "speedups": speedups, "identical": identical,
+                           "tokens_per_call": statistics.median(per_call)}
         same = "identical" if all(identical) else f"differ in {identical.count(False)} of {len(identical)}"
         print(f"| {label} | {statistics.median(speedups):.2f}× | {statistics.median(predicted):.2f}× | "
               f"{statistics.median(per_call):.2f} | {same} | {' / '.join(str(c[0]) for c in chose)} | "
               f"{' / '.join(f'{c[1]:.2f}' for c in chose)} | {' / '.join(f'{1000 * s:.1f}' for s in steps)} | "
               f"{' / '.join(f'{d:.2f}' for d in decodes)} |", flush=True)
     print(f"\nThe speculative lane's decode seconds over every race: {total:.2f}")
+    if args.json_out:
+        from bench.tools.served_app import machine
+        from spec.models.runtime import cpu_class
+
+        args.json_out.write_text(json.dumps({"cpu": machine(), "cpu_class": cpu_class(), "pair": pair.label, "drafter": drafter,
+                                             "max_new_tokens": args.max_new_tokens, "runs": args.runs, "examples": measured}, indent=1))
     return 0
 
 
