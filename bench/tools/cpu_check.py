@@ -2,7 +2,7 @@
 AMX), in one command: run it on such a machine, 2 cores if you can, and attach its summary to the
 issues. Nothing else heavy should run meanwhile (a browser, a build, a test suite).
 
-    python -m bench.tools.cpu_check                 # every check: about an hour on 2 cores of an AVX-512 EPYC, longer on AVX2
+    python -m bench.tools.cpu_check                 # every check: half an hour on 2 cores of an AVX-512 EPYC, longer on AVX2
     python -m bench.tools.cpu_check --only 41       # one issue's checks (38, 39, 41)
     python -m bench.tools.cpu_check --list          # the commands it would run
 
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
-PROMPTS = REPO / "bench" / "prompts"
+PROMPTS = Path("bench") / "prompts"  # the tools run in the repository: its paths read the same on every machine
 FIRST_START_SECONDS = 120.0  # issue 39: the default pair races within 2 minutes of an empty models folder
 FIRST_START_GB = 4.0  # ... and the whole preparation within 4 GB
 
@@ -54,7 +54,7 @@ class Check:
     name: str  # its files in the output folder: <name>.json, <name>.log
     command: Callable[[Path], list[str]]  # given the output folder
     judge: Callable[[dict], list[Verdict]]  # given the figures the tool wrote
-    minutes: int  # about, on 2 cores of the AVX-512 EPYC
+    minutes: int  # as it took on 2 cores of the AVX-512 EPYC (2026-11-27)
     stdout_json: bool = False  # the tool prints its figures as its last line rather than writing --json-out
 
 
@@ -114,25 +114,25 @@ def checks(memory_limit: bool) -> list[Check]:
     module = [sys.executable, "-m"]
     return [
         Check(38, "open-questions-128", _bench("open-questions-128", "--prompts", str(PROMPTS / "open-questions.json"),
-                                               "--max-new-tokens", "128"), judge_bench, 15),
+                                               "--max-new-tokens", "128"), judge_bench, 11),
         Check(38, "code-edits-160", _bench("code-edits-160", "--prompts", str(PROMPTS / "code-editing.json"), "--max-new-tokens", "160",
-                                           "--no-sampled", "--no-exactness"), judge_bench, 12),
+                                           "--no-sampled", "--no-exactness"), judge_bench, 4),
         Check(38, "page-examples", lambda out: [*module, "bench.tools.examples", "--json-out", str(out / "page-examples.json")],
-              judge_examples, 8),
-        Check(39, "first-start-app", lambda out: [*module, "bench.tools.first_start", *limit], judge_first_start, 3, stdout_json=True),
-        Check(39, "first-start-prepare", lambda out: [*module, "bench.tools.first_start", "--prepare", *limit], judge_first_start, 3,
+              judge_examples, 2),
+        Check(39, "first-start-app", lambda out: [*module, "bench.tools.first_start", *limit], judge_first_start, 2, stdout_json=True),
+        Check(39, "first-start-prepare", lambda out: [*module, "bench.tools.first_start", "--prepare", *limit], judge_first_start, 1,
               stdout_json=True),
         Check(41, "served", lambda out: [*module, "bench.tools.served", "--examples", "6", "--repeats", "2", "--browser",
-                                         "--json-out", str(out / "served.json")], judge_own_targets, 20),
+                                         "--json-out", str(out / "served.json")], judge_own_targets, 7),
         Check(41, "workshop", lambda out: [*module, "bench.tools.workshop", "--wait-ready", "--json-out", str(out / "workshop.json")],
-              judge_own_targets, 4),
+              judge_own_targets, 2),
     ]
 
 
 def run_check(check: Check, out: Path) -> tuple[list[Verdict], float, bool]:
     """Run one check's tool, its output in <name>.log: its verdicts, its seconds, and whether it wrote
     figures at all (a run that did not: one verdict, missed, saying why)."""
-    log, figures_file = out / f"{check.name}.log", out / f"{check.name}.json"
+    log, figures_file = REPO / out / f"{check.name}.log", REPO / out / f"{check.name}.json"
     started = time.monotonic()
     with log.open("w") as output:
         process = subprocess.run(check.command(out), cwd=REPO, stdout=subprocess.PIPE if check.stdout_json else output,
@@ -184,12 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     chosen = [check for check in checks(memory_limit=root) if not args.only or check.issue in args.only]
     slug = kind.lower().replace(" + ", "-").replace(" ", "-")
-    out = args.out or REPO / "test-artifacts" / f"cpu-check-{slug}-{datetime.date.today().isoformat()}"
+    out = (args.out or REPO / "test-artifacts" / f"cpu-check-{slug}-{datetime.date.today().isoformat()}").resolve()
+    out = out.relative_to(REPO) if out.is_relative_to(REPO) else out
     if args.list:
         for check in chosen:
             print(f"issue {check.issue}, about {check.minutes} min on an AVX-512 EPYC: {' '.join(check.command(out))}")
         return 0
-    out.mkdir(parents=True, exist_ok=True)
+    (REPO / out).mkdir(parents=True, exist_ok=True)
     print(f"{here} ({kind} class): {len(chosen)} checks, about {sum(c.minutes for c in chosen)} min on an AVX-512 EPYC; "
           f"figures and logs in {out}", flush=True)
     if not root and any(check.issue == 39 for check in chosen):
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"`python -m bench.tools.cpu_check{' --only ' + ' '.join(map(str, args.only)) if args.only else ''}` at {_commit()}, "
               f"{datetime.datetime.now():%Y-%m-%d %H:%M}, OpenVINO {openvino.get_version()}; each tool's figures and log beside this file.")
     text = summary(here, kind, results, header)
-    (out / "summary.md").write_text(text + "\n")
+    (REPO / out / "summary.md").write_text(text + "\n")
     print("\n" + text)
     return 1 if failed else 0
 
