@@ -26,6 +26,17 @@ def test_the_tools_own_targets_are_taken_as_they_judged_them():
     assert cpu_check.judge_own_targets({}) == [Verdict("the tool's targets", "none reported", False)]
 
 
+def test_a_served_run_without_a_browser_names_what_it_did_not_judge():
+    figures = _figures("served-avx512-race-2x2.json")
+    assert figures["settings"]["browser"] is False
+    verdicts = cpu_check.judge_served(figures)
+    assert verdicts[-1].met is None and "no Chromium" in verdicts[-1].measured
+    assert all(v.met is not None for v in verdicts[:-1]) and len(verdicts) == 3
+    assert len(cpu_check.judge_served(_figures("served-avx512-own-stream.json"))) == 4
+    listed = [" ".join(check.command(Path("out"))) for check in cpu_check.checks(False, browser=False) if check.name == "served"]
+    assert listed and "--browser" not in listed[0]
+
+
 def test_a_benchmark_run_is_judged_by_the_goals_issue_38_asks_about():
     verdicts = cpu_check.judge_bench(_figures("avx512-open-128.json"))
     targets = [v.target for v in verdicts]

@@ -1,6 +1,7 @@
 """What the open issues still need measured on a CPU class the project has not run on (AVX2 only,
 AMX), in one command: run it on such a machine, 2 cores if you can, and attach its summary to the
-issues. Nothing else heavy should run meanwhile (a browser, a build, a test suite).
+issues. Nothing else heavy should run meanwhile (a browser, a build, a test suite). `./run.sh test
+tests/test_cpu_check.py` first sets up .venv with everything the checks use.
 
     python -m bench.tools.cpu_check                 # every check: half an hour on 2 cores of an AVX-512 EPYC, longer on AVX2
     python -m bench.tools.cpu_check --only 41       # one issue's checks (38, 39, 41)
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
 import subprocess
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"  # Debian's, as bench.tools.served drives it
 PROMPTS = Path("bench") / "prompts"  # the tools run in the repository: its paths read the same on every machine
 FIRST_START_SECONDS = 120.0  # issue 39: the default pair races within 2 minutes of an empty models folder
 FIRST_START_GB = 4.0  # ... and the whole preparation within 4 GB
@@ -108,8 +111,18 @@ def judge_own_targets(figures: dict) -> list[Verdict]:
     return [Verdict(t["target"], str(t.get("measured")), t.get("met")) for t in targets]
 
 
-def checks(memory_limit: bool) -> list[Check]:
-    """Every check, in the order run; `memory_limit`: first starts in a 4 GB cgroup (needs root)."""
+def judge_served(figures: dict) -> list[Verdict]:
+    """bench.tools.served's own targets; where no browser watched, that half is named, not judged."""
+    verdicts = judge_own_targets(figures)
+    if not (figures.get("settings") or {}).get("browser", True):
+        verdicts.append(Verdict("browser: served / alone >= 0.92 (each lane, median over examples)",
+                                f"not run: no Chromium at {CHROMIUM}, or no playwright", None))
+    return verdicts
+
+
+def checks(memory_limit: bool, browser: bool = True) -> list[Check]:
+    """Every check, in the order run; `memory_limit`: first starts in a 4 GB cgroup (needs root);
+    `browser`: the served race watched by Chromium too."""
     limit = ["--memory-limit", f"{FIRST_START_GB:g}"] if memory_limit else []
     module = [sys.executable, "-m"]
     return [
@@ -122,8 +135,8 @@ def checks(memory_limit: bool) -> list[Check]:
         Check(39, "first-start-app", lambda out: [*module, "bench.tools.first_start", *limit], judge_first_start, 2, stdout_json=True),
         Check(39, "first-start-prepare", lambda out: [*module, "bench.tools.first_start", "--prepare", *limit], judge_first_start, 1,
               stdout_json=True),
-        Check(41, "served", lambda out: [*module, "bench.tools.served", "--examples", "6", "--repeats", "2", "--browser",
-                                         "--json-out", str(out / "served.json")], judge_own_targets, 7),
+        Check(41, "served", lambda out: [*module, "bench.tools.served", "--examples", "6", "--repeats", "2",
+                                         *(["--browser"] if browser else []), "--json-out", str(out / "served.json")], judge_served, 7),
         Check(41, "workshop", lambda out: [*module, "bench.tools.workshop", "--wait-ready", "--json-out", str(out / "workshop.json")],
               judge_own_targets, 2),
     ]
@@ -182,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     here, kind = machine(), cpu_class()
     root = hasattr(os, "geteuid") and os.geteuid() == 0
-    chosen = [check for check in checks(memory_limit=root) if not args.only or check.issue in args.only]
+    browser = Path(CHROMIUM).exists() and importlib.util.find_spec("playwright") is not None
+    chosen = [check for check in checks(root, browser) if not args.only or check.issue in args.only]
     slug = kind.lower().replace(" + ", "-").replace(" ", "-")
     out = (args.out or REPO / "test-artifacts" / f"cpu-check-{slug}-{datetime.date.today().isoformat()}").resolve()
     out = out.relative_to(REPO) if out.is_relative_to(REPO) else out
@@ -193,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     (REPO / out).mkdir(parents=True, exist_ok=True)
     print(f"{here} ({kind} class): {len(chosen)} checks, about {sum(c.minutes for c in chosen)} min on an AVX-512 EPYC; "
           f"figures and logs in {out}", flush=True)
+    if not browser and any(check.issue == 41 for check in chosen):
+        print(f"no Chromium at {CHROMIUM}, or no playwright: the served race is measured through /race only "
+              "(apt-get install chromium; ./run.sh test installs playwright)", flush=True)
     if not root and any(check.issue == 39 for check in chosen):
         print("not root: the first starts run without the 4 GB memory cgroup; their memory is reported, not judged", flush=True)
     results, failed = [], []
