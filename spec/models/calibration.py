@@ -35,7 +35,7 @@ except ImportError:  # Windows: no lock, timings may overlap
 import openvino as ov
 
 from spec.errors import Cancelled
-from spec.models.runtime import CompiledLM, emulated_class
+from spec.models.runtime import CompiledLM, emulated_class, own_class
 from spec.progress import ProgressFn, ignore, phase
 
 # The widths timed: a plain step, every width dynamic K and the hybrid choose from (K up to 8),
@@ -62,18 +62,16 @@ def cpu_name() -> str:
     oneDNN's ONEDNN_MAX_CPU_ISA caps the extensions OpenVINO uses, and bench.tools.cpu_class hides
     some from it, so a capped or emulated run is named as the class it behaves like, and the CPU it
     runs on: its measurements are never taken for the CPU's own."""
-    model, flags = platform.processor() or platform.machine(), set()
+    model = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             name, _, value = line.partition(":")
             if name.strip() == "model name":
                 model = value.strip()
-            elif name.strip() == "flags":
-                flags = set(value.split())
                 break
     except OSError:
         pass
-    isa = "AMX" if "amx_tile" in flags else "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "other"
+    isa = own_class()
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     if emulated_class():
         isa = f"{emulated_class()} (emulated by bench.tools.cpu_class on a CPU with {isa})"
