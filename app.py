@@ -70,9 +70,9 @@ registry = ModelRegistry(int(S.memory_budget_gb * 2**30), visitor_models, curves
 sessions = Sessions()  # each visitor's Stop
 page_streams = PageStreams()  # each page's race updates between the first and the last, outside Gradio's queue
 audience = Audience()  # the browser sessions with the page open, for the presenter's room view
-# Finished races are kept beside the models, so that a restarted server replays them from the first click.
+# Finished races and what they learned of each pair are kept beside the models: a restarted server replays them and drafts as they learned to.
 store = RecordingStore(S.stored_races, int(S.stored_mb * 2**20), models_dir() / "recordings")
-scheduler = Scheduler(registry, LIMITS, S.concurrency, S.max_queue, store)  # one computation per distinct race
+scheduler = Scheduler(registry, LIMITS, S.concurrency, S.max_queue, store, models_dir())  # one computation per distinct race
 hub_status = HubStatus()  # whether the Hub answers, asked once
 _watches = itertools.count(1)  # each watch of a race resets the page's panes once
 

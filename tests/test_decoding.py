@@ -196,6 +196,57 @@ def test_the_targets_call_costs_outlive_a_generation(tiny_pairs):
     assert LearnedState().about(target).call_costs is not costs
 
 
+def test_a_pairs_record_kept_in_a_file_is_where_the_next_start_begins(tiny_pairs, tmp_path, monkeypatch):
+    """What the hybrid learned of a pair, kept in a file, is what a later LearnedState given that file
+    starts from, field for field; a pair under another drafter, on another machine or with no file
+    starts from nothing."""
+    import dataclasses
+
+    import spec.decoding.kept_pairs as kept_pairs
+    from spec.decoding.policy import PairMemory
+
+    target, draft = tiny_pairs["llama"]
+    learned = LearnedState(tmp_path / kept_pairs.FILE)
+    run(PROMPTS[0], target, "speculative", "hybrid", draft, max_new_tokens=24, learned=learned)
+    learned.keep()
+    before = learned.pair(target, draft, "hybrid")
+    assert before.call_seconds is not None and before.accepted != PairMemory().accepted  # it drafted and learned
+
+    def record(pair):
+        return {name: value for name, value in dataclasses.asdict(pair).items() if name != "pause"}
+
+    later = LearnedState(tmp_path / kept_pairs.FILE).pair(target, draft, "hybrid")
+    assert later is not before and record(later) == record(before)
+    assert record(LearnedState(tmp_path / kept_pairs.FILE).pair(target, draft, "draft-model")) == record(PairMemory())
+    assert record(LearnedState().pair(target, draft, "hybrid")) == record(PairMemory())
+    from spec.models import calibration
+
+    monkeypatch.setattr(calibration, "machine", lambda: {"cpu": "another CPU", "cores": 2, "openvino": "x"})
+    assert record(LearnedState(tmp_path / kept_pairs.FILE).pair(target, draft, "hybrid")) == record(PairMemory())
+
+
+def test_a_kept_record_is_read_only_when_whole_and_the_file_stays_bounded(tmp_path, monkeypatch):
+    import json
+
+    import spec.decoding.kept_pairs as kept_pairs
+    from spec.decoding.policy import PairMemory
+
+    path = tmp_path / kept_pairs.FILE
+    kept_pairs.keep_pairs(path, {"a": PairMemory(accepted=3.0, call_seconds=0.01)})
+    assert kept_pairs.read_pair(path, "a") == PairMemory(accepted=3.0, call_seconds=0.01)
+    assert kept_pairs.read_pair(path, "b") is None
+    entry = json.loads(path.read_text())["a"]
+    for bad in ({"accepted": -1.0}, {"accepted": "3"}, {"accepted": None}, {"kept_tokens": float("nan")}, {"rejected": True}):
+        path.write_text(json.dumps({"a": {**entry, **bad}}))
+        assert kept_pairs.read_pair(path, "a") is None, bad
+    path.write_text("not JSON")
+    assert kept_pairs.read_pair(path, "a") is None
+    monkeypatch.setattr(kept_pairs, "_KEPT", 3)
+    for n in range(5):
+        kept_pairs.keep_pairs(path, {f"pair {n}": PairMemory()})
+    assert sorted(json.loads(path.read_text())) == ["pair 2", "pair 3", "pair 4"]  # the most recently kept
+
+
 def test_the_hybrid_learns_apart_from_the_draft_model_alone(tiny_pairs):
     """The hybrid drafts with the model only where lookup finds nothing: what it sees there must
     not be what the model alone starts from."""

@@ -412,3 +412,33 @@ def test_one_worker_times_the_curves_the_others_wait_for_races(pair, monkeypatch
     monkeypatch.setattr(registry, "untimed", lambda: [model] if model.untimed else [])
     Scheduler(registry, slots=2)
     assert done.wait(5) and max(most) == 1 and len(most) == 1
+
+
+def test_what_races_learned_of_a_pair_is_kept_for_the_next_start(pair, tmp_path, caplog):
+    """After each race the pair's record is in the folder given, and a scheduler started later on
+    that folder drafts from it; a folder that cannot be written is said once in the log, and races go on."""
+    from spec.decoding.kept_pairs import FILE
+
+    registry, keys = pair
+    scheduler = Scheduler(registry, learned_in=tmp_path)
+    recording, _ = scheduler.submit(request(keys, dynamic_k=True))  # fixed K learns nothing of the pair
+    assert views(scheduler, recording, Viewing.LIVE)[-1].phase == RacePhase.DONE
+    target, draft = registry.get(keys[0]), registry.get(keys[1])
+    learned = scheduler.learned.pair(target, draft, DRAFT_MODEL)
+    deadline = time.monotonic() + 5
+    while not (tmp_path / FILE).exists() and time.monotonic() < deadline:  # kept once the race is finished
+        time.sleep(0.01)
+    later = Scheduler(registry, learned_in=tmp_path, start=False).learned.pair(target, draft, DRAFT_MODEL)
+    assert later is not learned and (later.accepted, later.call_seconds) == (learned.accepted, learned.call_seconds)
+    assert later.call_seconds is not None
+
+    blocked = tmp_path / "a file, not a folder"
+    blocked.write_text("")
+    scheduler = Scheduler(registry, learned_in=blocked)
+    for prompt in ("Once upon a time", "In the beginning"):
+        recording, _ = scheduler.submit(request(keys, prompt=prompt))
+        assert views(scheduler, recording, Viewing.LIVE)[-1].phase == RacePhase.DONE
+    deadline = time.monotonic() + 5
+    while scheduler.learned.kept_in is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [r.message for r in caplog.records].count(next(r.message for r in caplog.records if "Could not keep" in r.message)) == 1

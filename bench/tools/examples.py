@@ -11,7 +11,9 @@ catching up, its first reading of the prompt included: 0 where it never drafted)
 Then each lane on its own: the autoregressive lane's step and the speculative lane's decode seconds.
 A shared host's speed drifts by tenths over a run, moving the memory-bound step most: comparing
 two versions of the engine, the speculative lane's seconds on the same greedy texts say more than
-the speed-up, whose baseline moves with the host.
+the speed-up, whose baseline moves with the host. Like the page, the races start from what earlier
+races kept in the models folder (spec.decoding.kept_pairs) and keep what they learn; --fresh starts
+from nothing, as a server's very first start does.
 """
 from __future__ import annotations
 
@@ -34,12 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--json-out", type=Path, help="also write each example's speed-ups here, naming this CPU")
+    parser.add_argument("--fresh", action="store_true",
+                        help="start from nothing learned, as a server's first start does (default: as the page, from what its "
+                             "races kept in the models folder, and keeping what these learn)")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("SPEC_APP_PRELOAD", "0")
     sys.path.insert(0, str(REPO))
     import app  # the page's examples, presets and registry; importing starts no server
     from spec.config import GenerationConfig
+    from spec.decoding.target_memory import LearnedState
     from spec.serving.loading import warm_up
     from spec.serving.race import run_race
     from spec.serving.verdict import explain
@@ -53,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     target = warm_up(app.registry.get(target_key))
     draft = warm_up(app.registry.get(draft_key)) if draft_key else None
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=True)
+    learned = LearnedState() if args.fresh else app.scheduler.learned
     print(f"{pair.label}, {drafter}, greedy, {args.max_new_tokens} new tokens, K={args.k}, dynamic K, "
-          f"{pair.precision} precision; median of {args.runs} races\n")
+          f"{pair.precision} precision; median of {args.runs} races; "
+          f"{'nothing learned at the start' if args.fresh else 'from what earlier races kept'}\n")
     print("| example | decode speed-up | formula predicted | tokens per target call | greedy texts "
           "| plain steps | draft model's catch-up s | autoregressive step ms | speculative decode s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -63,7 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, prompt in app.EXAMPLES:
         speedups, predicted, per_call, identical, chose, steps, decodes = [], [], [], [], [], [], []
         for _ in range(args.runs):
-            *_, last = run_race(prompt, target, draft, drafter, config, threading.Event(), learned=app.scheduler.learned)
+            *_, last = run_race(prompt, target, draft, drafter, config, threading.Event(), learned=learned)
+            learned.keep()
             why = explain(last.autoregressive.stats, last.speculative.stats, args.k)
             speedups.append(why.speedup)
             predicted.append(why.predicted or float("nan"))

@@ -16,7 +16,6 @@ from spec.decoding.drafters import Drafter
 from spec.decoding.generation import Generation, GenerationResult, Step
 from spec.decoding.history import AnswerHistory
 from spec.decoding.plugins import PLUGINS, DraftSetup, drafter_plugin
-from spec.decoding.policy import PairMemory
 from spec.decoding.prompt import encode_prompt
 from spec.decoding.sampling import Sampler
 from spec.decoding.speculative import speculative
@@ -102,7 +101,8 @@ def stream(
     rng = np.random.default_rng(config.seed)
     chosen = memory = None
     if kind is not None:
-        memory = (learned if learned is not None else LearnedState()).about(target)
+        learned = learned if learned is not None else LearnedState()
+        memory = learned.about(target)
         chosen = make_drafter(kind, target, draft, config, rng, prompt, history.corpus(prompt_ids) if history else None, memory)
     vocab = chosen.target_vocab if chosen is not None and chosen.target_vocab is not None else target.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
@@ -113,13 +113,14 @@ def stream(
         return _releasing(autoregressive(target_cache, sampler, generation, cancel), target_cache, None, history, generation)
     target_cache = target.for_rounds()[0].new_cache()  # compiled as verify rounds run fastest on this machine
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
-    # learned of them carries over to the next generation given the same `learned`. Prompt lookup's
+    # learned of them carries over to the next generation given the same `learned` (and to the next
+    # start, where it keeps them in a file: spec.decoding.kept_pairs). Prompt lookup's
     # payoff depends on the prompt, so it starts afresh. Each drafter learns apart (the key names
     # it): the hybrid drafts with the model only where lookup finds nothing, the hard places, and
     # its acceptance there would make the model alone look worse than it is.
     plugin, pair = PLUGINS[kind], None
     if plugin.needs_draft_model:
-        pair = memory.pairs.setdefault((str(draft.resolved.path), kind), PairMemory())
+        pair = learned.pair(target, draft, kind)
     schedule = plugin.schedule(chosen, config, pair, memory.call_costs)
     steps = speculative(target_cache, chosen, schedule, sampler, generation, cancel, config.max_matching_ngram_size)
     return _releasing(steps, target_cache, chosen, history, generation)

@@ -12,8 +12,10 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spec.decoding.kept_pairs import keep_pairs, pair_key, read_pair
 from spec.decoding.policy import CallCosts, PairMemory
 
 if TYPE_CHECKING:
@@ -49,12 +51,15 @@ class LearnedState:
     """What generations learned about each target they ran on, for that target's next ones.
 
     Keyed weakly by the loaded model, so a model the registry drops takes its memory along; safe to
-    share between threads that run generations at once.
+    share between threads that run generations at once. Given a file (`kept_in`), each pair starts
+    from the record an earlier start kept there, and `keep` writes what was learned since.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kept_in: Path | None = None) -> None:
         self._memories: weakref.WeakKeyDictionary[LoadedModel, TargetMemory] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
+        self.kept_in = kept_in  # a file keeping each pair's record for the next start (spec.decoding.kept_pairs); None: none
+        self._kept: dict[str, PairMemory] = {}  # key in that file -> the pair's record, as learned here
 
     def about(self, target: LoadedModel) -> TargetMemory:
         """What generations learned about `target` so far (nothing yet, the first time it is asked)."""
@@ -65,3 +70,27 @@ class LearnedState:
             else:
                 memory.recalibrate(target.for_rounds()[1])
             return memory
+
+    def pair(self, target: LoadedModel, draft: LoadedModel, drafter: str) -> PairMemory:
+        """What speculation learned of `target` with `draft` and this drafter: in this process, else
+        as an earlier start kept it (kept_in), else nothing yet."""
+        memory = self.about(target)
+        with self._lock:
+            pair = memory.pairs.get((str(draft.resolved.path), drafter))
+            if pair is None:
+                key = pair_key(target, draft, drafter) if self.kept_in is not None else None
+                kept = read_pair(self.kept_in, key) if key is not None else None
+                pair = memory.pairs[(str(draft.resolved.path), drafter)] = kept if kept is not None else PairMemory()
+                if key is not None:
+                    self._kept[key] = pair
+            return pair
+
+    def keep(self) -> None:
+        """Write each pair's record to `kept_in` for the next start (nothing without one). OSError
+        where the file cannot be written."""
+        if self.kept_in is None:
+            return
+        with self._lock:
+            pairs = dict(self._kept)
+        if pairs:
+            keep_pairs(self.kept_in, pairs)

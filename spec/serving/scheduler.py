@@ -19,7 +19,9 @@ import statistics
 import threading
 import time
 from collections import deque
+from pathlib import Path
 
+from spec.decoding import kept_pairs
 from spec.decoding.engine import LearnedState
 from spec.errors import Cancelled, ModelError
 from spec.models.registry import ModelRegistry
@@ -48,13 +50,15 @@ class Scheduler:
 
     def __init__(
         self, registry: ModelRegistry, limits: Limits = Limits(), slots: int = 1, max_waiting: int = 16,
-        store: RecordingStore | None = None, start: bool = True,
+        store: RecordingStore | None = None, learned_in: Path | None = None, start: bool = True,
     ):
         if slots < 1 or max_waiting < 0:
             raise ValueError(f"a scheduler needs at least one slot and a non-negative line, got {slots}, {max_waiting}")
         self.registry, self.limits, self.max_waiting = registry, limits, max_waiting
         self.store = store if store is not None else RecordingStore()
-        self.learned = LearnedState()  # what races learned about each target (its calls' costs, its pairs), for its next races
+        # What races learned about each target (its calls' costs, its pairs), for its next races;
+        # each pair's record also kept in the folder `learned_in` after every race, for the next start (None: not kept).
+        self.learned = LearnedState(learned_in / kept_pairs.FILE if learned_in is not None else None)
         self._waiting: list[tuple[Recording, RaceRequest]] = []  # in order: visitors' races, then preheats
         self._running: dict[Recording, float] = {}  # recording -> time.monotonic() it started
         self._durations: deque[float] = deque(maxlen=20)  # seconds the last races took, start to end
@@ -260,6 +264,15 @@ class Scheduler:
                 recording.fail("Something went wrong on the server; it has been logged. Please try again.")
             finally:
                 self._finish(recording, request)
+                self._keep_learned()
+
+    def _keep_learned(self) -> None:
+        """Keep what the race learned for the next start; where it cannot be written, say so once and keep nothing more."""
+        try:
+            self.learned.keep()
+        except OSError as error:
+            log.warning("Could not keep what races learned in %s (%s): the next start learns afresh", self.learned.kept_in, error)
+            self.learned.kept_in = None
 
     def _time_curves(self) -> None:
         """Time the whole curves a first start left for later (ModelRegistry's curves_later), before

@@ -1,0 +1,82 @@
+"""What speculation learned of each (target, draft model) pair, kept for the next start.
+
+Race after race a server learns how often a draft model's tokens are kept, what its calls and its
+first reading of a prompt cost, and what its rounds yield for each token they promise (PairMemory).
+Where a draft token is dear (AVX2 kernels), the races a server runs before that record is learned
+try the draft model where it does not pay, and a visitor sees them lose. Kept in a file beside
+the models (SPEC_MODELS_DIR), under a key naming the machine, both models' files, how each was
+compiled and the drafter, a restarted server starts from where it stopped, as it does from its
+models' curves (spec.models.calibration). Dynamic K's pause between probes is not kept: it is
+about the generation under way.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from spec.decoding.policy import PairMemory
+
+# machine, read_record and write_record come from spec.models.calibration, which imports openvino:
+# imported where a record is read or kept, so the pure modules that import this one stay without it.
+
+if TYPE_CHECKING:
+    from spec.models.registry import LoadedModel
+
+FILE = "learned.json"  # in the models folder
+_KEPT = 64  # records kept at most, the most recently kept first: models and machines change
+_FIELDS = tuple(f.name for f in dataclasses.fields(PairMemory) if f.name != "pause")
+
+
+def pair_key(target: LoadedModel, draft: LoadedModel, drafter: str) -> str:
+    """The key a pair's record is kept under: this machine (CPU, cores, OpenVINO's version), each
+    model's files and the settings it runs with (the target's for verify calls), and the drafter."""
+    def model(loaded: LoadedModel, speculative: bool) -> list:
+        folder = loaded.resolved.path
+        files = [(p.name, p.stat().st_size, int(p.stat().st_mtime)) for p in sorted(folder.glob("openvino_model.*"))]
+        return [str(folder.resolve()), files, repr(loaded.key), loaded.settings(speculative=speculative)]
+
+    text = json.dumps([_calibration().machine(), model(target, True), model(draft, False), drafter])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def read_pair(path: Path, key: str) -> PairMemory | None:
+    """The record kept under `key` in the file at `path`, or None (none kept, or not one this version reads)."""
+    entry = _calibration().read_record(path).get(key)
+    if not isinstance(entry, dict) or not all(_valid(name, entry.get(name)) for name in _FIELDS):
+        return None
+    return PairMemory(**{name: entry[name] for name in _FIELDS})
+
+
+def _valid(name: str, value: object) -> bool:
+    """Whether `value` can stand for the field `name`: a finite number, not negative (None where the field may be unmeasured)."""
+    if value is None:
+        return PairMemory.__dataclass_fields__[name].default is None
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def keep_pairs(path: Path, pairs: dict[str, PairMemory]) -> None:
+    """Keep each pair's record under its key in the file at `path`, beside the records kept there
+    before (the _KEPT most recent); written whole to a new file, then renamed into place."""
+    calibration = _calibration()
+    kept = calibration.read_record(path)
+    now = time.time()
+    for key, pair in pairs.items():
+        kept[key] = {**{name: getattr(pair, name) for name in _FIELDS}, "kept_at": now}
+
+    def when(key: str) -> float:
+        entry = kept[key]
+        return entry.get("kept_at", 0.0) if isinstance(entry, dict) and isinstance(entry.get("kept_at"), (int, float)) else 0.0
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    calibration.write_record(path, {key: kept[key] for key in sorted(kept, key=when, reverse=True)[:_KEPT]})
+
+
+def _calibration():
+    from spec.models import calibration
+
+    return calibration
