@@ -198,10 +198,10 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     config = generation_config(args, drafter)
     prompt = read_prompt(args, stdin)
     target, draft = _load(model_keys(args, args.target, args.draft if needs_draft_model(drafter) else None), args.quiet)
-    cancel = threading.Event()
+    cancel, learned = threading.Event(), _learned()
     steps = []
     try:
-        for step in stream(prompt, target, config, draft=draft, drafter=drafter, cancel=cancel):
+        for step in stream(prompt, target, config, draft=draft, drafter=drafter, cancel=cancel, learned=learned):
             steps.append(step)
             if not args.json:
                 print(step.text, end="", flush=True)
@@ -209,9 +209,29 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
         cancel.set()
     if not args.json:
         print()
+    _keep(learned, args.quiet)
     result = GenerationResult.of(steps, drafter)
     mode = AUTOREGRESSIVE if drafter is None else SPECULATIVE
     return {**result.as_dict(), "mode": mode, "target": target.ref, "draft": draft.ref if draft else None}
+
+
+def _learned():
+    """What earlier runs on this machine learned of each pair, as the page keeps it (spec.decoding.kept_pairs)."""
+    from spec.decoding.kept_pairs import FILE
+    from spec.decoding.target_memory import LearnedState
+    from spec.models.conversion_cache import models_dir
+
+    return LearnedState(models_dir() / FILE)
+
+
+def _keep(learned, quiet: bool) -> None:
+    """Keep what this run learned for the next one; where it cannot be written, one line says so."""
+    try:
+        learned.keep()
+    except OSError as error:
+        if not quiet:
+            print(f"[spec] Could not keep what this run learned in {learned.kept_in} ({error}): the next run learns afresh",
+                  file=sys.stderr, flush=True)
 
 
 def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
@@ -233,14 +253,15 @@ def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     prompt = read_prompt(args, stdin)
     target, draft = _load(model_keys(args, target_ref, draft_ref), args.quiet, warm=True)
     check_prompt(prompt, target, config, Limits(max_prompt_tokens=1 << 30, max_race_seconds=None))
-    cancel, last = threading.Event(), None
+    cancel, last, learned = threading.Event(), None, _learned()
     if not args.quiet:
         print(f"[spec] Racing autoregressive against speculative ({drafter}) on {target.ref}…", file=sys.stderr, flush=True)
     try:
-        for last in run_race(prompt, target, draft, drafter, config, cancel):
+        for last in run_race(prompt, target, draft, drafter, config, cancel, learned=learned):
             pass
     except KeyboardInterrupt:
         cancel.set()
+    _keep(learned, args.quiet)
     if last is None:
         raise _UsageError("interrupted before the race began")
     result = last.verdict or verdict(last.autoregressive, last.speculative, config, CANCELLED)

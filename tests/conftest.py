@@ -66,6 +66,15 @@ def _tiny_conversions_stay_out_of_the_real_cache(tiny_models_dir):
         yield
 
 
+@pytest.fixture(autouse=True)
+def _each_test_learns_afresh(tiny_models_dir):
+    """The command line and the scheduler keep what their races learned of a pair beside the models
+    (spec.decoding.kept_pairs): an earlier test's record would change what the next test drafts."""
+    from spec.decoding.kept_pairs import FILE
+
+    (tiny_models_dir / FILE).unlink(missing_ok=True)
+
+
 def load_tiny(path: Path, models_dir: Path):
     """Convert (fp32, cached for the session) and load a tiny checkpoint at f32 precision."""
     from spec.config import ModelKey

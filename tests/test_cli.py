@@ -83,6 +83,22 @@ def test_json_contract_and_greedy_agreement(capsys, tiny_checkpoints, tiny_model
     assert results[0]["target"] == target and results[1]["draft"] == draft
 
 
+def test_a_speculative_run_keeps_what_it_learned_of_the_pair_for_the_next(capsys, tiny_checkpoints, tiny_models_dir):
+    """As the page does (spec.decoding.kept_pairs): a command line run is a process of its own, and
+    without the record each would try the draft model afresh where it does not pay."""
+    import time
+
+    from spec.decoding.kept_pairs import FILE
+
+    target, draft = map(str, tiny_checkpoints)
+    started = time.time()
+    with models_dir_at(tiny_models_dir):
+        assert main(["run", "Hello world", *tiny_options(target), "--draft", draft, "--drafter", "hybrid"]) == 0
+    capsys.readouterr()
+    kept = json.loads((tiny_models_dir / FILE).read_text())
+    assert any(entry["kept_at"] >= started and entry["call_seconds"] is not None for entry in kept.values())
+
+
 def test_the_prompt_comes_from_the_argument_the_option_or_stdin(capsys, tiny_checkpoints, tiny_models_dir):
     options = tiny_options(str(tiny_checkpoints[0]))
     texts = []
