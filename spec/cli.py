@@ -217,11 +217,10 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
 
 def _learned():
     """What earlier runs on this machine learned of each pair, as the page keeps it (spec.decoding.kept_pairs)."""
-    from spec.decoding.kept_pairs import FILE
+    from spec.decoding.kept_pairs import beside_models
     from spec.decoding.target_memory import LearnedState
-    from spec.models.conversion_cache import models_dir
 
-    return LearnedState(models_dir() / FILE)
+    return LearnedState(beside_models())
 
 
 def _keep(learned, quiet: bool) -> None:

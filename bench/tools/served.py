@@ -66,14 +66,13 @@ class Engine:
     as the race warms them (a model's first call pays one-off costs the race never counts)."""
 
     def __init__(self, page: Page):
-        from spec.decoding.kept_pairs import FILE
+        from spec.decoding.kept_pairs import beside_models
         from spec.decoding.target_memory import LearnedState
-        from spec.models.conversion_cache import models_dir
         from spec.models.registry import ModelRegistry
 
         # learned: as the app's scheduler keeps it, from the same record its races kept in the models
         # folder at the start (never written here: the app's races keep it)
-        self.page, self.registry, self.learned = page, ModelRegistry(), LearnedState(models_dir() / FILE)
+        self.page, self.registry, self.learned = page, ModelRegistry(), LearnedState(beside_models())
 
     def _model(self, key: ModelKey):
         from spec.serving.loading import warm_up

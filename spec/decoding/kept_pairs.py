@@ -32,6 +32,13 @@ _KEPT = 64  # records kept at most, the most recently kept first: models and mac
 _FIELDS = tuple(f.name for f in dataclasses.fields(PairMemory) if f.name != "pause")
 
 
+def beside_models() -> Path:
+    """Where the page and the command line keep the record: FILE in the models folder (SPEC_MODELS_DIR)."""
+    from spec.models.conversion_cache import models_dir
+
+    return models_dir() / FILE
+
+
 def pair_key(target: LoadedModel, draft: LoadedModel, drafter: str) -> str:
     """The key a pair's record is kept under: this machine (CPU, cores, OpenVINO's version), each
     model's files and the settings it runs with (the target's for verify calls), and the drafter."""
