@@ -138,7 +138,7 @@ def _fake_tuning(monkeypatch, curves: dict[str, dict[int, float] | Exception], a
     monkeypatch.setattr(tuning, "compile_model", lambda xml, precision, device, cache, ids, settings: settings["NAME"])
     monkeypatch.setattr(tuning, "_applied", lambda name: (applied or {}).get(name, name))
 
-    def measure(name, widths, repeats=1):
+    def measure(name, widths, repeats=1, stopped=None):
         if isinstance(curves[name], Exception):
             raise curves[name]
         return CallCurve({w: STEP * c for w, c in curves[name].items()}, calibration.machine())
@@ -155,7 +155,7 @@ def test_a_model_that_only_steps_is_tuned_on_its_step_alone(tiny_pairs, tmp_path
     _fake_tuning(monkeypatch, {"quick step": {1: 0.9}, "slow step": {1: 1.0}})
     timed = []
     measure = tuning.measure_curve
-    monkeypatch.setattr(tuning, "measure_curve", lambda model, widths, repeats: timed.append(widths) or measure(model, widths))
+    monkeypatch.setattr(tuning, "measure_curve", lambda model, widths, repeats, stopped=None: timed.append(widths) or measure(model, widths))
     chosen = tuning.tune(xml, tmp_path, steps_only=True)
     assert (chosen.steps, chosen.rounds) == ("quick step", "quick step") and timed == [(1,), (1,)]
 
@@ -207,10 +207,10 @@ def test_a_candidate_this_cpu_applies_as_another_is_its_twin_and_is_not_timed(ti
     xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
     _fake_tuning(monkeypatch, {"own": DEAR_ROUNDS, "groups": AMX, "f32 groups": AMX}, applied={"f32 groups": "groups"})
     timed, fake = [], tuning.measure_curve
-    monkeypatch.setattr(tuning, "measure_curve", lambda name, widths, repeats=1: timed.append(name) or fake(name, widths))
+    monkeypatch.setattr(tuning, "measure_curve", lambda name, widths, repeats=1, stopped=None: timed.append(name) or fake(name, widths))
     chosen = tuning.tune(xml, tmp_path)
     assert timed == ["own", "groups"] and sorted(chosen.curves) == ["groups", "own"] and chosen.rounds == "groups"
-    monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("timed again"))
+    monkeypatch.setattr(tuning, "measure_curve", lambda *args, **kwargs: pytest.fail("timed again"))
     monkeypatch.setattr(tuning, "compile_model", lambda *args: pytest.fail("compiled again"))
     assert tuning.tune(xml, tmp_path) == chosen
 
@@ -223,7 +223,7 @@ def test_the_device_says_which_settings_it_applies(tiny_pairs, tmp_path, monkeyp
                                                "the same": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},
                                                "groups of 64": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "64"}})
     timed, measure = [], tuning.measure_curve
-    monkeypatch.setattr(tuning, "measure_curve", lambda model, widths, repeats: timed.append(widths) or measure(model, widths, repeats))
+    monkeypatch.setattr(tuning, "measure_curve", lambda model, widths, repeats, stopped=None: timed.append(widths) or measure(model, widths, repeats))
     chosen = tuning.tune(xml, tmp_path)
     assert len(timed) == 2 and sorted(chosen.curves) == ["groups of 128", "groups of 64"]
 
@@ -233,7 +233,7 @@ def _first_timing_in_another_moment(monkeypatch, name: str, factor) -> list:
     `factor(width)`: a slow or quick moment of the host. Returns the list of (candidate, widths) timed."""
     timed, fake = [], tuning.measure_curve
 
-    def measure(candidate, widths, repeats=1):
+    def measure(candidate, widths, repeats=1, stopped=None):
         timed.append((candidate, widths))
         curve = fake(candidate, widths)
         moment = factor if candidate == name and len(timed) == 1 else (lambda width: 1.0)
@@ -280,7 +280,7 @@ def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_mo
     assert timed == [(name, tuning._WIDTHS) for name in ("own", "groups", "own", "groups")]
     assert (chosen.steps, chosen.rounds) == ("groups", "groups") and chosen.curves["own"].seconds[9] == pytest.approx(
         STEP * own[9])  # each width its quicker time side by side; the quick moment alone is gone
-    monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("timed again"))
+    monkeypatch.setattr(tuning, "measure_curve", lambda *args, **kwargs: pytest.fail("timed again"))
     assert tuning.tune(xml, tmp_path / "side by side") == chosen  # what is kept chooses the same next time
 
     # A setting whose curve was kept from another moment (a start stopped mid-tuning) is timed side by side too, and kept anew.
@@ -289,7 +289,7 @@ def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_mo
     keep_curve(folder, groups_key, CallCurve({w: STEP * c * (1.3 if w > 1 else 1.0) for w, c in AMX.items()}, calibration.machine()))
     _fake_tuning(monkeypatch, {"own": own, "groups": AMX})  # own's true rounds beat groups' kept ones: a split
     chosen = tuning.tune(xml, folder)
-    monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("timed again"))
+    monkeypatch.setattr(tuning, "measure_curve", lambda *args, **kwargs: pytest.fail("timed again"))
     assert chosen.steps == chosen.rounds == "groups" and tuning.tune(xml, folder) == chosen
 
     # Settings that do not compile side by side are timed again one at a time, as without room.
@@ -316,7 +316,7 @@ def test_a_model_at_the_default_precision_is_tuned_once_and_each_method_runs_wit
         assert target.tuning.curves and set(target.tuning.curves) <= set(tuning.CANDIDATES)  # twins left out
         assert target.settings() == target.tuning.steps and target.settings(speculative=True) == target.tuning.rounds
         assert target.for_rounds()[1] is not None
-        monkeypatch.setattr(tuning, "measure_curve", lambda *args: pytest.fail("tuned again"))
+        monkeypatch.setattr(tuning, "measure_curve", lambda *args, **kwargs: pytest.fail("tuned again"))
         again = load_model(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION))
         assert again.tuning == target.tuning
         plain = generate("hello", again, max_new_tokens=8)
@@ -429,6 +429,7 @@ def test_a_first_start_races_on_tunings_widths_and_times_the_whole_curve_later(t
     and priced from the target's next generation on. A stopped timing keeps nothing."""
     key = ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)
     monkeypatch.setattr(calibration, "_FILE", "calibration-first-start.json")  # nothing kept yet, tuning's included
+    monkeypatch.setattr(registry, "is_kept", lambda *args, **kwargs: True)  # every setting tuned now: the curve alone later
     with models_dir_at(tiny_models_dir):
         try:
             server = registry.ModelRegistry(curves_later=True)
@@ -455,6 +456,77 @@ def test_a_first_start_races_on_tunings_widths_and_times_the_whole_curve_later(t
             assert not again.untimed and again.for_rounds()[1] == whole
         finally:
             (tiny_models_dir / "calibration-first-start.json").unlink(missing_ok=True)
+
+
+def test_a_first_start_times_the_plugins_own_settings_alone_and_the_others_later(tiny_checkpoints, tiny_models_dir,
+                                                                                   monkeypatch):
+    """Where no settings were ever timed, a server's first start compiles the target with tuning.FIRST
+    after timing it alone; the others are timed when the cores are free, and the quickest is compiled
+    then and used from the next generation on, what its calls cost learned afresh. A stopped tuning
+    changes nothing; a later start times what is still missing before it races."""
+    key = ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)
+    monkeypatch.setattr(calibration, "_FILE", "calibration-tuned-later.json")  # nothing kept yet
+    timed = []
+    real_tune = tuning.tune
+
+    def tune(*args, **kwargs):
+        timed.append(kwargs.get("candidates"))
+        return real_tune(*args, **kwargs)
+
+    monkeypatch.setattr(registry, "tune", tune)
+    with models_dir_at(tiny_models_dir):
+        try:
+            server = registry.ModelRegistry(curves_later=True)
+            target = server.get(key)
+            assert timed == [(tuning.FIRST,)] and list(target.tuning.curves) == [tuning.FIRST]
+            assert target.untuned and target.untimed and server.untimed() == [target]
+            assert target.settings() == target.settings(speculative=True) == tuning.FIRST
+            learned, first = LearnedState(), target.model
+            assert learned.about(target).compiled_with == tuning.FIRST
+            learned.about(target).call_costs.observe(2, 0.5 * target.curve.seconds[2], last_width=2)
+
+            with pytest.raises(Cancelled):
+                target.time_curves(stopped=lambda: True)
+            assert target.untuned and target.model is first and target.settings() == tuning.FIRST
+
+            # The others timed, and one of them quicker at everything: compiled and run with from now on.
+            quicker = {name: CallCurve({w: 0.5 * s for w, s in target.tuning.curves[tuning.FIRST].seconds.items()},
+                                       calibration.machine()) for name in tuning.CANDIDATES}
+            monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: tuning.Tuning("groups of 128", "groups of 128", quicker))
+            target.time_curves()
+            assert not target.untuned and not target.untimed and server.untimed() == []
+            assert target.model is not first and target.settings() == target.settings(speculative=True) == "groups of 128"
+            assert target.model.properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE") in ("128", 128)
+            memory = learned.about(target)
+            assert memory.compiled_with == "groups of 128" and not memory.call_costs.timed(2), "its calls cost anew"
+            assert generate("hello", target, prompt_lookup=True, max_new_tokens=8, learned=learned).stats.compiled_with == "groups of 128"
+
+            # The next start finds the plugin's own settings timed: it times the rest before it races.
+            monkeypatch.setattr(registry, "tune", tune)
+            timed.clear()
+            again = load_model(key, curves_later=True)
+            assert timed == [None] and not again.untuned and len(again.tuning.curves) >= 2
+        finally:
+            (tiny_models_dir / "calibration-tuned-later.json").unlink(missing_ok=True)
+
+
+def test_without_room_for_another_copy_a_first_start_keeps_the_plugins_own_settings(tiny_checkpoints, tiny_models_dir,
+                                                                                    monkeypatch):
+    """Timing the other settings later compiles each beside the copy in use: where memory holds no
+    second copy (a 4 GB container), the target keeps tuning.FIRST's until the next start, and says so."""
+    key = ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)
+    monkeypatch.setattr(calibration, "_FILE", "calibration-no-room.json")  # nothing kept yet
+    with models_dir_at(tiny_models_dir):
+        try:
+            target = registry.ModelRegistry(curves_later=True).get(key)
+            first, said = target.model, []
+            monkeypatch.setattr(registry, "available_bytes", lambda: 2 * weigh.LOAD_MEMORY_FACTOR * target.size_bytes - 1)
+            monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: pytest.fail("timed without room"))
+            target.time_curves(progress=lambda message, fraction: said.append(message))
+            assert not target.untuned and target.model is first and target.settings() == tuning.FIRST
+            assert any(message.startswith(f"Not enough memory to time {target.ref}'s other settings") for message in said)
+        finally:
+            (tiny_models_dir / "calibration-no-room.json").unlink(missing_ok=True)
 
 
 def test_a_whole_curve_timed_later_replaces_only_what_no_generation_timed():

@@ -31,13 +31,21 @@ class TargetMemory:
     calibration: CallCurve | None = None  # the curve loading measured, which call_costs started from
     shared_vocab: dict[str, int | None] = field(default_factory=dict)  # draft ref -> ids it shares with it (None: no common vocabulary)
     pairs: dict[tuple[str, str], PairMemory] = field(default_factory=dict)  # (draft model folder, drafter) -> what dynamic K learned of the pair
+    compiled_with: str = ""  # the settings speculation verified with when call_costs began (LoadedModel.settings)
 
     @classmethod
     def first(cls, target: LoadedModel) -> TargetMemory:
         """Nothing learned yet: its verify calls cost what loading it measured on this machine,
         else what another CPU's curve says at its precision."""
         curve = target.for_rounds()[1]
-        return cls(CallCosts.calibrated(curve.seconds) if curve else CallCosts.for_precision(target.key.precision), curve)
+        return cls(CallCosts.calibrated(curve.seconds) if curve else CallCosts.for_precision(target.key.precision), curve,
+                   compiled_with=target.settings(speculative=True))
+
+    def recompiled(self, target: LoadedModel) -> None:
+        """The target was compiled with other settings since (a first start's tuning, finished later):
+        what its calls cost is learned afresh from its new curve; what was learned of its pairs stays."""
+        fresh = TargetMemory.first(target)
+        self.call_costs, self.calibration, self.compiled_with = fresh.call_costs, fresh.calibration, fresh.compiled_with
 
     def recalibrate(self, curve: CallCurve | None) -> None:
         """The target's curve was timed whole since (LoadedModel.time_curves): widths no generation
@@ -67,6 +75,8 @@ class LearnedState:
             memory = self._memories.get(target)
             if memory is None:
                 memory = self._memories[target] = TargetMemory.first(target)
+            elif memory.compiled_with != target.settings(speculative=True):
+                memory.recompiled(target)
             else:
                 memory.recalibrate(target.for_rounds()[1])
             return memory

@@ -27,7 +27,7 @@ from spec.models.hub import StopFn
 from spec.models.memory import available_bytes
 from spec.models.resolve import ResolvedModel, resolve_model
 from spec.models.runtime import CompiledLM, compile_model
-from spec.models.tuning import CANDIDATES, Tuning, tune
+from spec.models.tuning import CANDIDATES, FIRST, Tuning, is_kept, tune
 from spec.models.visitors import VisitorModels
 from spec.models.weigh import gb, memory_for_copies
 from spec.progress import ProgressFn, ignore, phase
@@ -55,6 +55,9 @@ class LoadedModel:
     # Curves not kept from an earlier start begin as tuning's few widths, the whole curve timed by
     # time_curves when no race runs: a first start races sooner. False: timed whole on first use.
     curves_later: bool = False
+    # Compiled with tuning.FIRST, the only settings a first start timed (curves_later): the others
+    # are timed by time_curves when no race runs, and the quickest is compiled then.
+    untuned: bool = False
     _rounds: tuple[CompiledLM, CallCurve] | None = field(default=None, repr=False)
     _rounds_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _untimed: set[str] = field(default_factory=set, repr=False)  # the copies ("steps", "rounds") whose curve is still tuning's
@@ -108,8 +111,8 @@ class LoadedModel:
 
     @property
     def untimed(self) -> bool:
-        """Whether a curve is still tuning's few widths, waiting for time_curves."""
-        return bool(self._untimed)
+        """Whether a curve is still tuning's few widths, or settings still untimed, waiting for time_curves."""
+        return bool(self._untimed) or self.untuned
 
     def time_curves(self, stopped: StopFn | None = None, progress: ProgressFn = ignore) -> None:
         """Time the whole curve of each copy whose curve is still tuning's few widths, and keep it for
@@ -118,6 +121,8 @@ class LoadedModel:
         a copy that fails to run keeps them for good."""
         xml = self.resolved.path / IR_XML
         try:
+            if self.untuned:
+                self._tune_rest(stopped, progress)
             if "steps" in self._untimed:
                 self.curve = curve_for(self.model, xml, models_dir(), progress, self.ref, stopped=stopped)
                 self._untimed.discard("steps")
@@ -128,7 +133,34 @@ class LoadedModel:
                 self._untimed.discard("rounds")
         except (RuntimeError, OSError):
             self._untimed.clear()  # it would fail again at every idle moment
+            self.untuned = False
             raise
+
+    def _tune_rest(self, stopped: StopFn | None, progress: ProgressFn) -> None:
+        """Time the settings a first start left for later and, where others are quicker, compile
+        them and run with them from the next generation on. Called only while no race runs; where
+        memory holds no second copy, it keeps FIRST's until the next start, which times the rest."""
+        xml, cache_dir, drafts_only = self.resolved.path / IR_XML, _compiled_dir(self.key), self.token_ids is not None
+        needed = memory_for_copies(self.size_bytes, 1)
+        if available_bytes() < needed:
+            progress(f"Not enough memory to time {self.ref}'s other settings beside it ({gb(needed)} wanted): "
+                     f"it runs with {self.tuning.steps} until the next start", None)
+            self.untuned = False
+            return
+        tuning = tune(xml, models_dir(), self.token_ids, self.key.device, progress, self.ref, steps_only=drafts_only,
+                      cache_dir=cache_dir, stopped=stopped)
+        model = self.model
+        if tuning.steps != self.tuning.steps:
+            with phase(progress, f"Compiling {self.ref} for {self.key.device} ({tuning.steps})"):
+                model = compile_model(xml, self.key.precision, self.key.device, cache_dir, self.token_ids, CANDIDATES[tuning.steps])
+                model.warm_up()
+        if stopped is not None and stopped():
+            raise Cancelled("tuning stopped: the cores are wanted")  # what it timed is kept: the next try is quick
+        self.model, self.tuning, self._rounds, self.untuned = model, tuning, None, False
+        self._untimed.clear()
+        if not drafts_only:  # the curves of the settings now chosen, as load_model gives them
+            self.curve = self._curve(model, tuning.steps, "steps", progress) if tuning.rounds == tuning.steps else None
+            self.for_rounds(progress)  # speculation's own copy, where tuning gave it one: compiled now, not in a race
 
     @functools.cached_property
     def vocab_size(self) -> int:
@@ -157,7 +189,8 @@ def load_model(
     the engine converts it, `precision` (DEFAULT_PRECISION, or F32 for exact results) and `device`
     (SPEC_DEVICE, else CPU). A visitor's model (`ModelKey.hub_only`) is had within `visitors`'
     limits and stops once `stopped()` says nobody waits for it. `curves_later`: a curve not kept
-    from an earlier start is timed by LoadedModel.time_curves, not here (a server's first start).
+    from an earlier start is timed by LoadedModel.time_curves, not here, and where no settings were
+    ever timed, all but tuning.FIRST are timed there too (a server's first start).
     ValueError for a setting it does not take; ModelError for a model that cannot be had, saying why.
     """
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
@@ -173,16 +206,26 @@ def load_model(
                 token_ids = frequent_token_ids(tokenizer, key.vocabulary)
         xml, tuning = resolved.path / IR_XML, None
         drafts_only = token_ids is not None  # a head cut to the frequent tokens: a draft, which only ever steps
+        untuned = False
         if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
             # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
-            tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
-                          cache_dir=cache_dir)
+            # A server's first start times FIRST alone, the rest when no race runs (LoadedModel.time_curves).
+            untuned = curves_later and not is_kept(FIRST, xml, models_dir(), token_ids, key.device, steps_only=drafts_only)
+            try:
+                tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
+                              cache_dir=cache_dir, candidates=(FIRST,) if untuned else None)
+            except ValueError:
+                if not untuned:
+                    raise
+                untuned = False  # FIRST does not run here: every candidate now
+                tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
+                              cache_dir=cache_dir)
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
             compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                      CANDIDATES[tuning.steps] if tuning else None)
         size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
         loaded = LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids,
-                             tuning=tuning, curves_later=curves_later)
+                             tuning=tuning, curves_later=curves_later, untuned=untuned)
         # Once per machine too: a target's schedules price each verify width from the curve of the
         # model they verify with, this one unless speculation gets a copy of its own (for_rounds).
         if not drafts_only and (tuning is None or tuning.rounds == tuning.steps):

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from spec.config import DEFAULT_PRECISION
+from spec.errors import Cancelled
 from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve, measure_curves, timing_alone
 from spec.models.memory import available_bytes
 from spec.models.runtime import compile_model, compile_properties
@@ -32,6 +34,8 @@ CANDIDATES: dict[str, dict[str, str]] = {
     "groups of 128": {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},  # wider groups: cheaper wide calls on many CPUs
     "f32, groups of 128": {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": "128"},
 }
+# What a server's first start compiles with before the others are timed: the plugin's own choices.
+FIRST = "openvino"
 # Widths timed per candidate, enough to choose between them: a step and every other verify width
 # up to 9, where the schedules' calls lie (w2 and w4 both: the AVX2 EPYC's w4 cost less than its
 # w3). Each is timed once per run of measure_curve, not thrice: timing is most of tuning and grows
@@ -101,7 +105,8 @@ def _room_for_all(xml: Path, copies: int) -> bool:
 
 def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
          report: ProgressFn = ignore, name: str = "the model", steps_only: bool = False,
-         cache_dir: Path | None = None) -> Tuning:
+         cache_dir: Path | None = None, candidates: tuple[str, ...] | None = None,
+         stopped: Callable[[], bool] | None = None) -> Tuning:
     """Time each candidate (or read what was kept in `folder`) and choose one per method;
     `steps_only` for a model that only ever steps (a draft): its one-token step alone is timed.
     `cache_dir`: OpenVINO's compiled-blob cache, where the model is compiled once for all candidates
@@ -110,32 +115,39 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
 
     Candidates that fail to compile or run here (a CPU without the instructions one needs) are
     left out, and so is one the device applies exactly as an earlier one (its twin: not timed, its
-    twin's curve kept under its key); ValueError when none runs."""
+    twin's curve kept under its key); ValueError when none runs. `candidates`: only these (a
+    server's first start times FIRST alone and the rest when no race runs). `stopped`: checked
+    between candidates and widths, Cancelled once it says so (each candidate timed before is kept)."""
     widths = (1,) if steps_only else _WIDTHS
+    chosen = {name: CANDIDATES[name] for name in (candidates or CANDIDATES)}
     curves: dict[str, CallCurve] = {}
     keys: dict[str, str] = {}  # candidate -> the key its curve is kept under
     timed: dict[str, str] = {}  # the key a curve timed now is kept under -> its candidate
     twins: dict[str, str] = {}  # the key of a candidate this CPU runs as another -> that other candidate
     applied: dict[object, str] = {}  # what a copy compiled now said it applies -> its candidate
     errors: list[str] = []
-    for number, (candidate, settings) in enumerate(CANDIDATES.items(), 1):
-        properties = compile_properties(DEFAULT_PRECISION, device, token_ids, settings)
-        key = calibration_key(xml, properties, "tuning, steps only" if steps_only else "tuning")
+    for number, (candidate, settings) in enumerate(chosen.items(), 1):
+        if stopped is not None and stopped():
+            raise Cancelled("tuning stopped: the cores are wanted")
+        key = _key(xml, device, token_ids, settings, steps_only)
         curve = kept = kept_curve(folder, key)
         twin = None
         if kept is not None:  # a copy of an earlier candidate's curve is what its twin keeps
             twin = next((other for other, earlier in curves.items() if earlier == kept), None)
         else:
-            title = f"Timing {name} compiled {len(CANDIDATES)} ways on this CPU (once per machine) — {number}: {candidate}"
+            title = (f"Timing {name} compiled {len(chosen)} ways on this CPU (once per machine) — {number}: {candidate}"
+                     if len(chosen) > 1 else f"Timing {name} compiled as {candidate} on this CPU (once per machine)")
             try:
                 with timing_alone(folder), phase(report, title):
                     model = compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, settings)
                     said = _applied(model)
                     twin = applied.get(said) if said is not None else None
                     if twin is None:
-                        curve = measure_curve(model, widths, repeats=_REPEATS)
+                        curve = measure_curve(model, widths, repeats=_REPEATS, stopped=stopped)
+                        keep_curve(folder, key, curve)  # kept at once: a tuning stopped later need not time it again
                         if said is not None:
                             applied[said] = candidate
+                    del model  # freed before the next candidate is compiled: one copy at a time
             except RuntimeError as error:
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
                 continue
@@ -170,6 +182,18 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
         if candidate in timed.values():  # a copy of its twin's curve: the next start reads it rather than compile it
             keep_curve(folder, key, curves[candidate])
     return Tuning(steps, rounds, curves)
+
+
+def is_kept(candidate: str, xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
+            steps_only: bool = False) -> bool:
+    """Whether `candidate`'s timing is kept in `folder` (an earlier start timed it)."""
+    return kept_curve(folder, _key(xml, device, token_ids, CANDIDATES[candidate], steps_only)) is not None
+
+
+def _key(xml: Path, device: str, token_ids: np.ndarray | None, settings: dict[str, str], steps_only: bool) -> str:
+    """The key one candidate's tuning curve is kept under."""
+    properties = compile_properties(DEFAULT_PRECISION, device, token_ids, settings)
+    return calibration_key(xml, properties, "tuning, steps only" if steps_only else "tuning")
 
 
 def _applied(model) -> object | None:
