@@ -12,6 +12,7 @@ from spec.errors import Cancelled
 from spec.models import calibration, registry, tuning, weigh
 from spec.models.calibration import CALIBRATED_WIDTHS, CallCurve, calibration_key, curve_for, keep_curve, kept_curve, measure_curve
 from spec.models.registry import load_model
+from spec.models.runtime import compile_properties
 from spec.progress import TerminalProgress
 from spec.serving import warmup
 from tests.conftest import models_dir_at
@@ -490,16 +491,17 @@ def test_a_first_start_times_the_plugins_own_settings_alone_and_the_others_later
             assert target.untuned and target.model is first and target.settings() == tuning.FIRST
 
             # The others timed, and one of them quicker at everything: compiled and run with from now on.
+            other = next(name for name in tuning.CANDIDATES if name != tuning.FIRST)
             quicker = {name: CallCurve({w: 0.5 * s for w, s in target.tuning.curves[tuning.FIRST].seconds.items()},
                                        calibration.machine()) for name in tuning.CANDIDATES}
-            monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: tuning.Tuning("groups of 128", "groups of 128", quicker))
+            monkeypatch.setattr(registry, "tune", lambda *args, **kwargs: tuning.Tuning(other, other, quicker))
             target.time_curves()
             assert not target.untuned and not target.untimed and server.untimed() == []
-            assert target.model is not first and target.settings() == target.settings(speculative=True) == "groups of 128"
-            assert target.model.properties.get("DYNAMIC_QUANTIZATION_GROUP_SIZE") in ("128", 128)
+            assert target.model is not first and target.settings() == target.settings(speculative=True) == other
+            assert target.model.properties.items() >= compile_properties(DEFAULT_PRECISION, "CPU", None, tuning.CANDIDATES[other]).items()
             memory = learned.about(target)
-            assert memory.compiled_with == "groups of 128" and not memory.call_costs.timed(2), "its calls cost anew"
-            assert generate("hello", target, prompt_lookup=True, max_new_tokens=8, learned=learned).stats.compiled_with == "groups of 128"
+            assert memory.compiled_with == other and not memory.call_costs.timed(2), "its calls cost anew"
+            assert generate("hello", target, prompt_lookup=True, max_new_tokens=8, learned=learned).stats.compiled_with == other
 
             # The next start finds the plugin's own settings timed: it times the rest before it races.
             monkeypatch.setattr(registry, "tune", tune)
