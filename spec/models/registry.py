@@ -115,8 +115,10 @@ class LoadedModel:
         return bool(self._untimed) or self.untuned
 
     def time_curves(self, stopped: StopFn | None = None, progress: ProgressFn = ignore) -> None:
-        """Time the whole curve of each copy whose curve is still tuning's few widths, and keep it for
-        the next start; a generation started after it prices its calls by it (spec.decoding.target_memory).
+        """Time what a first start left for later: the settings not timed yet (the quickest then
+        compiled, _tune_rest), and the whole curve of each copy whose curve is still tuning's few
+        widths, kept for the next start; a generation started after it prices its calls by it
+        (spec.decoding.target_memory).
         Cancelled between two widths once `stopped()` says so, the few widths kept until the next try;
         a copy that fails to run keeps them for good."""
         xml = self.resolved.path / IR_XML
@@ -147,8 +149,12 @@ class LoadedModel:
                      f"it runs with {self.tuning.steps} until the next start", None)
             self.untuned = False
             return
-        tuning = tune(xml, models_dir(), self.token_ids, self.key.device, progress, self.ref, steps_only=drafts_only,
-                      cache_dir=cache_dir, stopped=stopped)
+        try:
+            tuning = tune(xml, models_dir(), self.token_ids, self.key.device, progress, self.ref, steps_only=drafts_only,
+                          cache_dir=cache_dir, stopped=stopped)
+        except ValueError:  # none of the others runs here, and FIRST's timing is gone: keep what runs
+            self.untuned = False
+            return
         model = self.model
         if tuning.steps != self.tuning.steps:
             with phase(progress, f"Compiling {self.ref} for {self.key.device} ({tuning.steps})"):
@@ -301,8 +307,8 @@ class ModelRegistry:
     progress, not only the caller who started it (a model can take minutes to prepare). A visitor's
     model (`hub_only`) is loaded within `visitors`' limits, and its download or conversion stops
     once every caller waiting for it has set its `cancel` event; the operator's go on regardless.
-    `curves_later`: the operator's models load without timing their whole curves (load_model), which
-    `untimed` lists for the server to time when no race runs.
+    `curves_later`: the operator's models load without timing their whole curves, nor on a first start
+    all their settings (load_model), which `untimed` lists for the server to time when no race runs.
     """
 
     def __init__(self, budget_bytes: int | None = None, visitors: VisitorModels | None = None, curves_later: bool = False):

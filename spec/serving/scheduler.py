@@ -275,8 +275,8 @@ class Scheduler:
             self.learned.kept_in = None
 
     def _time_curves(self) -> None:
-        """Time the whole curves a first start left for later (ModelRegistry's curves_later), before
-        any preheat and while no visitor waits: a visitor's race stops the timing, which starts over
+        """Time what a first start left for later (ModelRegistry's curves_later: the other compile
+        settings, the whole curves), before any preheat and while no visitor waits: a visitor's race stops the timing, which starts over
         once the line is free again. One that fails keeps its few widths, said in the log."""
         said: list[str] = []
 
