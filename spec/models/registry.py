@@ -216,16 +216,17 @@ def load_model(
         if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
             # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
             # A server's first start times FIRST alone, the rest when no race runs (LoadedModel.time_curves).
+            def tuned(candidates: tuple[str, ...] | None = None) -> Tuning:
+                return tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
+                            cache_dir=cache_dir, candidates=candidates)
+
             untuned = curves_later and not is_kept(FIRST, xml, models_dir(), token_ids, key.device, steps_only=drafts_only)
             try:
-                tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
-                              cache_dir=cache_dir, candidates=(FIRST,) if untuned else None)
+                tuning = tuned((FIRST,) if untuned else None)
             except ValueError:
                 if not untuned:
                     raise
-                untuned = False  # FIRST does not run here: every candidate now
-                tuning = tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
-                              cache_dir=cache_dir)
+                untuned, tuning = False, tuned()  # FIRST does not run here: every candidate now
         with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
             compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                      CANDIDATES[tuning.steps] if tuning else None)
