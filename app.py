@@ -320,8 +320,8 @@ def _preload() -> None:
     pair and the default one, then race the page's examples so that a click is a replay."""
     threading.Thread(target=hub_status.check, args=(ALLOW_LOCAL_MODELS,), name="hub-check", daemon=True).start()
     if S.preload:
-        pairs = {pair.label: pair.own_keys(S.device) for pair in dict.fromkeys((QUICK_PRESET, DEFAULT_PRESET))}
-        ready = warmup.preload(registry, pairs, TerminalProgress(library_output.terminal(), "[app] "))
+        ready = warmup.preload_presets(registry, (QUICK_PRESET, DEFAULT_PRESET), S.device,
+                                       TerminalProgress(library_output.terminal(), "[app] "))
         if S.preheat and DEFAULT_PRESET.label in ready:
             warmup.preheat(scheduler, example_requests)
 

@@ -112,28 +112,39 @@ class TerminalProgress:
     """A ProgressFn for a terminal: one line per phase, updated in place.
 
     On a TTY each phase's line is rewritten as it progresses and ends when the next phase begins;
-    elsewhere (a log file, CI) only a phase's first and last messages are written.
+    elsewhere (a log file, CI) only a phase's first and last messages are written. Where two phases
+    run at once (a pair's models convert side by side), only the line on screen is rewritten; the
+    other phase's ticks are left out until it ends.
     """
+
+    RUNNING_SECONDS = 5.0  # a phase not heard from for longer has ended (a Phase ticks every 2 s)
 
     def __init__(self, stream, prefix: str = ""):
         self.stream, self.prefix = stream, prefix
         self.tty = hasattr(stream, "isatty") and stream.isatty()
         self._phase: str | None = None
         self._last = ""
+        self._heard: dict[str, float] = {}  # each phase's latest message, by when, while it runs
         self._lock = threading.Lock()
 
     def __call__(self, message: str, fraction: float | None) -> None:
         with self._lock:
-            line = self.prefix + message
-            new_phase = phase_of(message) != self._phase
+            line, name, now = self.prefix + message, phase_of(message), time.monotonic()
+            done = message.endswith(" done") or SEPARATOR + "done in" in message
+            new = name != self._phase and now - self._heard.get(name, -self.RUNNING_SECONDS) >= self.RUNNING_SECONDS
             if self.tty:
-                if new_phase and self._phase is not None:
-                    self.stream.write("\n")
-                self.stream.write("\r\033[K" + line)  # carriage return, clear the line, write it again
-            elif new_phase or message.endswith(" done") or SEPARATOR + "done in" in message:
-                if line != self._last:
-                    self.stream.write(line + "\n")
-            self._phase, self._last = phase_of(message), line
+                if name == self._phase or new or done:
+                    if name != self._phase and self._phase is not None:
+                        self.stream.write("\n")
+                    self.stream.write("\r\033[K" + line)  # carriage return, clear the line, write it again
+                    self._phase = name
+            elif (new or done) and line != self._last:
+                self.stream.write(line + "\n")
+                self._phase, self._last = name, line
+            if done:
+                self._heard.pop(name, None)
+            else:
+                self._heard[name] = now
             self.stream.flush()
 
     def close(self) -> None:

@@ -402,7 +402,7 @@ def test_speculation_gets_its_own_compiled_copy_only_where_tuning_found_one_clea
 
         # The server's preload compiles speculation's copy before it says Ready: not in the first race.
         shared, said = registry.ModelRegistry(), io.StringIO()
-        ready = warmup.preload(shared, {"pair": [ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)]}, TerminalProgress(said))
+        ready = warmup.preload(shared, {"pair": lambda: [ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION)]}, TerminalProgress(said))
         assert ready == {"pair"} and shared.get(ModelKey(str(tiny_checkpoints[0]), "fp32", DEFAULT_PRECISION))._rounds is not None
         assert "for verify calls (groups of 128)" in said.getvalue()
 
@@ -475,11 +475,22 @@ def test_a_first_start_times_the_plugins_own_settings_alone_and_the_others_later
         return real_tune(*args, **kwargs)
 
     monkeypatch.setattr(registry, "tune", tune)
+    compiled, real_compile = [], tuning.compile_model
+
+    def compile_model(*args, **kwargs):
+        compiled.append((args, real_compile(*args, **kwargs)))
+        return compiled[-1][1]
+
+    monkeypatch.setattr(tuning, "compile_model", compile_model)
+    monkeypatch.setattr(registry, "compile_model", compile_model)
     with models_dir_at(tiny_models_dir):
         try:
             server = registry.ModelRegistry(curves_later=True)
             target = server.get(key)
             assert timed == [(tuning.FIRST,)] and list(target.tuning.curves) == [tuning.FIRST]
+            (arguments, model), = compiled
+            assert target.model is model, "the copy FIRST was timed with is the one loaded: compiled once"
+            assert arguments[3] is None, "no compiled blob is written before the first race: the later tuning writes it"
             assert target.untuned and target.untimed and server.untimed() == [target]
             assert target.settings() == target.settings(speculative=True) == tuning.FIRST
             learned, first = LearnedState(), target.model

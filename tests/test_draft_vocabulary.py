@@ -8,6 +8,7 @@ import pytest
 from spec.config import GenerationConfig, ModelKey
 from spec.decoding.engine import encode_prompt, generate, stream
 from spec.decoding.generation import ACCEPTED, CORRECTION
+from spec.errors import ModelError
 from spec.models import draft_vocabulary
 from spec.models.draft_vocabulary import frequent_token_ids
 from tests.conftest import assert_follows, exact_first_tokens, models_dir_at
@@ -37,6 +38,25 @@ def test_the_subset_is_the_most_used_tokens_and_always_the_special_ones(tokenize
     for size in (0, len(tokenizer), 2.5):
         with pytest.raises(ValueError, match="draft vocabulary"):
             frequent_token_ids(tokenizer, size)
+
+
+def test_a_drafts_tokens_are_counted_beside_its_conversion_and_once(tiny_checkpoints, tmp_path, monkeypatch):
+    """CountAhead counts from the source's tokenizer on a thread while the model converts, and the
+    load reads the count kept; where that count could not run, finishing counts from the converted model."""
+    counted, said, rank = [], [], draft_vocabulary._rank
+    monkeypatch.setattr(draft_vocabulary, "_rank", lambda tokenizer, size: counted.append(size) or rank(tokenizer, size))
+    with models_dir_at(tmp_path):
+        ahead = draft_vocabulary.CountAhead("tiny", 80, lambda message, fraction: said.append(message))
+        ahead.start(tiny_checkpoints[0])
+        ahead.finish(tiny_checkpoints[0])
+        assert counted == [80] and said[0] == draft_vocabulary.choosing("tiny", 80)
+        ahead = draft_vocabulary.CountAhead("tiny", 81, lambda *a: None)
+        ahead.start(tmp_path / "no tokenizer here")
+        ahead.finish(tiny_checkpoints[0])
+        assert counted == [80, 81]
+        ahead = draft_vocabulary.CountAhead("tiny", 82, lambda *a: None)
+        with pytest.raises(ModelError, match="Could not count tiny's most frequent tokens"):
+            ahead.finish(tmp_path / "no tokenizer here")
 
 
 @pytest.mark.parametrize("arch, weight_format", [("llama", "fp32"), ("qwen2", "fp32"), ("llama", "int8"), ("qwen2", "int8")])

@@ -443,6 +443,43 @@ def test_concurrent_requests_export_once(cache, checkpoints, int8_export, monkey
     assert counter.calls == 1
 
 
+def test_two_models_convert_side_by_side_and_export_in_turns(cache, int8_export, monkeypatch):
+    """A pair's models convert at once: each one's source is written while the other converts, and
+    announced before its export; but one exports at a time, since each export can hold gigabytes."""
+    both_writing = threading.Barrier(2, timeout=30)
+    exporting, most, lock = [0], [0], threading.Lock()
+
+    def export_ir(checkpoint, out, weight_format, name, progress=None):
+        with lock:
+            exporting[0] += 1
+            most[0] = max(most[0], exporting[0])
+        time.sleep(0.3)
+        copy_ir(int8_export[0].path, out)
+        with lock:
+            exporting[0] -= 1
+
+    def source(work_dir: Path) -> Path:
+        both_writing.wait()  # raises if one waited for the other's conversion to finish
+        return work_dir
+
+    monkeypatch.setattr(export, "export_ir", export_ir)
+    ready, entries, said = [], [], []
+
+    def convert(name: str) -> None:
+        entries.append(conversion_cache.convert_cached(name, name, {"n": name}, "int8", source,
+                                                        lambda message, fraction: said.append(message), 1,
+                                                        source_ready=ready.append))
+
+    threads = [threading.Thread(target=convert, args=(name,)) for name in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(entries) == 2 and all(conversion_cache.entry_problem(entry) is None for entry in entries)
+    assert most[0] == 1 and len(ready) == 2
+    assert any(message.startswith("Waiting for the export under way") for message in said), "the second says why it waits"
+
+
 # --- the embedded model ----------------------------------------------------------------------
 
 

@@ -54,6 +54,29 @@ def test_a_terminal_gets_one_line_per_phase():
     assert log.getvalue().splitlines() == ["A — 10%", "A — done in 5 s", "B — about 5 s left", "B — done in 5 s"]
 
 
+def test_two_phases_at_once_keep_to_their_first_and_last_lines():
+    """A pair's models convert side by side: their ticks interleave, the terminal does not flicker between them."""
+    messages = ("A — 10%", "B — about 5 s left", "A — 20%", "B — 50%", "A — 30%", "B — done in 5 s", "A — 40%", "A — done in 9 s")
+    log = io.StringIO()
+    show = TerminalProgress(log)
+    for message in messages:
+        show(message, None)
+    assert log.getvalue().splitlines() == ["A — 10%", "B — about 5 s left", "B — done in 5 s", "A — done in 9 s"]
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    show = TerminalProgress(tty)
+    for message in messages:
+        show(message, None)
+    show.close()
+    lines = [line.split("\r\033[K")[-1] for line in tty.getvalue().split("\n") if line]
+    assert lines == ["A — 10%", "B — done in 5 s", "A — done in 9 s"]
+    assert "A — 20%" not in tty.getvalue() and "B — 50%" in tty.getvalue()  # the line on screen is B's: only it is rewritten
+
+
 def test_what_libraries_print_goes_to_the_log_and_the_terminal_stream_stays(tmp_path):
     code = f"""
 import os, sys, warnings

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator
@@ -32,6 +33,9 @@ MARKER = "spec-entry.json"
 RECIPE = "optimum-export+nncf-v1"
 
 _verified: dict[Path, tuple[int, int]] = {}  # entry -> marker (mtime_ns, size) already checked here
+# One export at a time in this process: each holds up to gigabytes. A pair's models convert side by
+# side all the same: one's source is written (assembled, its tokenizer read) while the other exports.
+_exporting = threading.Lock()
 
 
 def models_dir() -> Path:
@@ -58,6 +62,7 @@ def convert_cached(
     report: ProgressFn,
     expected_seconds: float | None = None,
     exporter: Callable[[Path, Path, str, str, Path, float], None] | None = None,
+    source_ready: Callable[[Path], None] | None = None,
 ) -> Path:
     """The cache entry converting `checkpoint` to `weight_format`, exported now if missing or corrupt.
 
@@ -67,7 +72,9 @@ def convert_cached(
     `expected_seconds`: how long the export usually takes (estimated from the weights' size if None).
     `exporter(checkpoint, out, weight_format, name, log, expected_seconds)` exports elsewhere (a
     visitor's model, in a child process: spec.models.export_process) and reports its own progress;
-    None exports here, with what the libraries print captured into the log.
+    None exports here, with what the libraries print captured into the log, one export at a time.
+    `source_ready(folder)` hears of the source folder once it is written, before the export (work
+    that needs only the tokenizer can start beside it); not called when the entry exists.
     """
     cache = models_dir()
     key = _entry_key(name, fingerprint, weight_format)
@@ -92,13 +99,16 @@ def convert_cached(
         try:
             scratch.mkdir()
             # Libraries print tables, warnings and bars while converting: into the log, not on screen.
-            with library_output.captured(log) if exporter is None else contextlib.nullcontext():
+            with library_output.captured(log) if exporter is None else contextlib.nullcontext(log) as log:
                 source = checkpoint(work_dir)
+                if source_ready is not None:
+                    source_ready(source)
                 expected = expected_seconds or _expected_export_seconds(source)
                 if exporter is not None:
                     exporter(source, scratch, weight_format, name, log, expected)
                 else:
-                    with phase(report, f"Exporting {name} to OpenVINO {weight_format.upper()}", expected) as progress:
+                    with _taking_turns(report, name), \
+                            phase(report, f"Exporting {name} to OpenVINO {weight_format.upper()}", expected) as progress:
                         export.export_ir(source, scratch, weight_format, name, progress.update)
             _write_marker(scratch, ref, weight_format, fingerprint)
             os.replace(scratch, entry)
@@ -113,6 +123,18 @@ def convert_cached(
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.rmtree(work_dir, ignore_errors=True)
     return entry
+
+
+@contextlib.contextmanager
+def _taking_turns(report: ProgressFn, name: str) -> Iterator[None]:
+    """Hold the export turn (_exporting) for the block, saying so while another export has it."""
+    if not _exporting.acquire(blocking=False):
+        with phase(report, f"Waiting for the export under way before exporting {name}"):
+            _exporting.acquire()
+    try:
+        yield
+    finally:
+        _exporting.release()
 
 
 def _expected_export_seconds(checkpoint: Path) -> float:

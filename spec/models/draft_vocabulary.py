@@ -20,11 +20,14 @@ import json
 import os
 import sys
 import sysconfig
+import threading
 from pathlib import Path
 
 import numpy as np
 
+from spec.errors import ModelError
 from spec.models.conversion_cache import models_dir, prepared_dir
+from spec.progress import ProgressFn, phase
 
 _CORPUS_BYTES = 16 << 20  # the whole library but its tests: its rarer modules hold much of the English
 _SKIPPED = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip"}
@@ -49,6 +52,54 @@ def frequent_token_ids(tokenizer, size: int) -> np.ndarray:
     np.save(partial, ids)
     os.replace(partial, path)
     return ids
+
+
+def choosing(ref: str, size: int) -> str:
+    """The progress phase of counting `ref`'s `size` most frequent tokens."""
+    return f"Choosing {ref}'s {size:,} most frequent tokens"
+
+
+class CountAhead:
+    """A draft's frequent tokens counted beside its conversion, so that loading it finds them kept.
+
+    `start(folder)` counts on a thread of its own from the tokenizer in `folder` (the draft's
+    source, written before it is exported: the count runs while it, or its target, converts);
+    `finish(folder)` waits for that count, or, where it never started or failed, counts from the
+    tokenizer in `folder` (the converted model) before it returns. ModelError when it cannot.
+    """
+
+    def __init__(self, ref: str, size: int, report: ProgressFn):
+        self.ref, self.size, self.report = ref, size, report
+        self._thread: threading.Thread | None = None
+        self._counted = False
+
+    def start(self, folder: Path) -> None:
+        self._thread = threading.Thread(target=self._count_quietly, args=(folder,), name=f"count {self.ref}'s tokens", daemon=True)
+        self._thread.start()
+
+    def finish(self, folder: Path) -> None:
+        if self._thread is not None:
+            self._thread.join()
+        if not self._counted:
+            try:
+                self._count(folder)
+            except (OSError, ValueError) as error:
+                raise ModelError(f"Could not count {self.ref}'s most frequent tokens with the tokenizer in {folder}: {error}") from error
+
+    def _count_quietly(self, folder: Path) -> None:
+        try:
+            self._count(folder)
+        except Exception:  # noqa: BLE001 -- finish() counts again from the converted model, and says why if it fails
+            pass
+
+    def _count(self, folder: Path) -> None:
+        from transformers import AutoTokenizer  # heavy import
+
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        if self.size < len(tokenizer):
+            with phase(self.report, choosing(self.ref, self.size)):
+                frequent_token_ids(tokenizer, self.size)
+        self._counted = True
 
 
 def _rank(tokenizer, size: int) -> np.ndarray:

@@ -15,8 +15,9 @@ import threading
 from pathlib import Path
 from typing import Iterator, TextIO
 
-_lock = threading.RLock()  # one capture at a time: file descriptors are process-wide
+_lock = threading.RLock()
 _terminal: TextIO | None = None
+_capture: "_Capture | None" = None  # the capture under way, shared by the threads inside one
 
 
 def log_to_terminal() -> None:
@@ -38,21 +39,37 @@ def terminal() -> TextIO:
 
 @contextlib.contextmanager
 def captured(log: Path) -> Iterator[Path]:
-    """Everything written to standard output and error while the block runs goes to `log`."""
+    """Everything written to standard output and error while the block runs goes to a log: `log`,
+    or, where another thread's capture is under way, that one's (file descriptors are process-wide,
+    and two models convert side by side). Yields the log written to."""
+    global _capture
     terminal()  # made before fd 2 moves
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with _lock, open(log, "ab") as sink:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        saved = os.dup(1), os.dup(2)
-        os.dup2(sink.fileno(), 1)
-        os.dup2(sink.fileno(), 2)
-        try:
-            yield log
-        finally:
+    with _lock:
+        if _capture is None:
+            log.parent.mkdir(parents=True, exist_ok=True)
             sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
+            with open(log, "ab") as sink:
+                saved = os.dup(1), os.dup(2)
+                os.dup2(sink.fileno(), 1)
+                os.dup2(sink.fileno(), 2)
+            _capture = _Capture(log, saved)
+        _capture.users += 1
+        written = _capture.log
+    try:
+        yield written
+    finally:
+        with _lock:
+            _capture.users -= 1
+            if not _capture.users:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                for fd, saved_fd in zip((1, 2), _capture.saved):
+                    os.dup2(saved_fd, fd)
+                    os.close(saved_fd)
+                _capture = None
+
+
+class _Capture:
+    def __init__(self, log: Path, saved: tuple[int, int]):
+        self.log, self.saved, self.users = log, saved, 0

@@ -21,7 +21,7 @@ from spec.config import DEFAULT_PRECISION, INT8, PRECISIONS, WEIGHT_FORMATS, Mod
 from spec.errors import Cancelled, ModelError
 from spec.models.calibration import CallCurve, curve_for, emulated_class, kept_curve_for
 from spec.models.conversion_cache import models_dir
-from spec.models.draft_vocabulary import frequent_token_ids
+from spec.models.draft_vocabulary import CountAhead, choosing, frequent_token_ids
 from spec.models.export import IR_XML
 from spec.models.hub import StopFn
 from spec.models.memory import available_bytes
@@ -208,28 +208,32 @@ def load_model(
         tokenizer = AutoTokenizer.from_pretrained(resolved.path)
         token_ids = None
         if key.vocabulary is not None and key.vocabulary < len(tokenizer):
-            with phase(progress or ignore, f"Choosing {resolved.ref}'s {key.vocabulary:,} most frequent tokens"):
+            with phase(progress or ignore, choosing(resolved.ref, key.vocabulary)):
                 token_ids = frequent_token_ids(tokenizer, key.vocabulary)
-        xml, tuning = resolved.path / IR_XML, None
+        xml, tuning, handed = resolved.path / IR_XML, None, {}
         drafts_only = token_ids is not None  # a head cut to the frequent tokens: a draft, which only ever steps
         untuned = False
         if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
             # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
             # A server's first start times FIRST alone, the rest when no race runs (LoadedModel.time_curves).
-            def tuned(candidates: tuple[str, ...] | None = None) -> Tuning:
+            def tuned(candidates: tuple[str, ...] | None = None, blobs: Path | None = cache_dir, kept: dict | None = None) -> Tuning:
                 return tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
-                            cache_dir=cache_dir, candidates=candidates)
+                            cache_dir=blobs, candidates=candidates, handed=kept)
 
             untuned = curves_later and not is_kept(FIRST, xml, models_dir(), token_ids, key.device, steps_only=drafts_only)
             try:
-                tuning = tuned((FIRST,) if untuned else None)
+                # A first start loads the copy of FIRST it timed: compiled once, and without writing
+                # OpenVINO's compiled blob (seconds for a 1.5B), which the later tuning writes.
+                tuning = tuned((FIRST,), None, handed) if untuned else tuned()
             except ValueError:
                 if not untuned:
                     raise
                 untuned, tuning = False, tuned()  # FIRST does not run here: every candidate now
-        with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
-            compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
-                                     CANDIDATES[tuning.steps] if tuning else None)
+        compiled = handed.get(tuning.steps) if tuning else None
+        if compiled is None:
+            with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
+                compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
+                                         CANDIDATES[tuning.steps] if tuning else None)
         size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
         loaded = LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids,
                              tuning=tuning, curves_later=curves_later, untuned=untuned)
@@ -241,6 +245,16 @@ def load_model(
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
         raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error
     return loaded
+
+
+def convert_model(key: ModelKey, progress: ProgressFn) -> ResolvedModel:
+    """Find or build an operator's model files (converted on first use) without compiling them,
+    and a draft's frequent tokens, counted beside its conversion: loading it then finds them kept."""
+    counting = CountAhead(key.ref, key.vocabulary, progress) if key.vocabulary is not None else None
+    resolved = resolve_model(key.ref, key.weight_format, progress, key.hub_only, source_ready=counting.start if counting else None)
+    if counting is not None:
+        counting.finish(resolved.path)
+    return resolved
 
 
 def _compiled_dir(key: ModelKey) -> Path | None:
@@ -374,8 +388,8 @@ class ModelRegistry:
                     self._watchers[key].remove(progress)
 
     def convert(self, key: ModelKey, progress: ProgressFn | None = None) -> None:
-        """Find or build `key`'s model files (a conversion on first use) without compiling it, its
-        progress seen by `progress` and by `progress(key)` as a load's. The server's preload
+        """Find or build `key`'s model files (a conversion on first use) and a draft's frequent tokens,
+        without compiling it, its progress seen by `progress` and by `progress(key)` as a load's. The server's preload
         converts a pair's models before it compiles either: a conversion beside a compiled model
         holds both in memory. A visitor's model is converted only when loaded, within its limits."""
         if key.hub_only:
@@ -386,7 +400,7 @@ class ModelRegistry:
                 self._watchers.setdefault(key, []).append(progress)
         try:
             with key_lock, self.preparing():
-                resolve_model(key.ref, key.weight_format, lambda message, fraction: self._broadcast(key, message, fraction))
+                convert_model(key, lambda message, fraction: self._broadcast(key, message, fraction))
         finally:
             with self._lock:
                 self._latest.pop(key, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from spec.config import INT8, WEIGHT_FORMATS
 from spec.errors import ModelError
@@ -22,6 +23,7 @@ from spec.models.visitors import VisitorModels
 from spec.progress import ProgressFn, ignore
 
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+SourceFn = Callable[[Path], None]  # told of a source folder before it is converted
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}$")
 
 
@@ -35,7 +37,7 @@ class ResolvedModel:
 
 def resolve_model(
     ref: str | None, weight_format: str = INT8, progress: ProgressFn | None = None, hub_only: bool = False,
-    visitors: VisitorModels | None = None, stopped: StopFn | None = None,
+    visitors: VisitorModels | None = None, stopped: StopFn | None = None, source_ready: SourceFn | None = None,
 ) -> ResolvedModel:
     """Find or build the OpenVINO model that `ref` names.
 
@@ -47,7 +49,9 @@ def resolve_model(
     weighed before a byte is downloaded and refused if the server cannot hold it, converted in a
     child process with a memory limit, and kept on disk among `visitors`' models (see
     spec.models.visitors); `stopped()` saying nobody waits for it any more stops its download or
-    conversion (Cancelled). Raises ModelError for anything the user can fix.
+    conversion (Cancelled). `source_ready(folder)` is told of an operator's model's source folder,
+    its tokenizer written, before it is converted (spec.models.conversion_cache). Raises ModelError
+    for anything the user can fix.
     """
     weight_format = _check_weight_format(weight_format)
     report = progress or ignore
@@ -57,11 +61,11 @@ def resolve_model(
                              "HuggingFaceTB/SmolLM2-135M-Instruct): folders on the server cannot be used here.")
         return _resolve_visitors(ref, weight_format, report, visitors or VisitorModels(), stopped)
     if ref is None or ref.startswith(PREFIX):
-        resolved = _resolve_embedded(ref or DEFAULT_REF, weight_format, report)
+        resolved = _resolve_embedded(ref or DEFAULT_REF, weight_format, report, source_ready)
     elif is_local(ref):
-        resolved = _resolve_local(ref, weight_format, report)
+        resolved = _resolve_local(ref, weight_format, report, source_ready)
     else:
-        resolved = _resolve_hub(ref, weight_format, report)
+        resolved = _resolve_hub(ref, weight_format, report, source_ready)
     return resolved
 
 
@@ -84,16 +88,16 @@ def is_local(ref: str) -> bool:
     return ref.startswith(("/", ".", "~")) or "\\" in ref or ref.count("/") > 1
 
 
-def _resolve_embedded(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
+def _resolve_embedded(ref: str, weight_format: str, report: ProgressFn, source_ready: SourceFn | None) -> ResolvedModel:
     model = embedded.find(ref)
     path = convert_cached(
         ref, model.name, model.fingerprint(), weight_format, lambda work_dir: model.write_source(work_dir, report), report,
-        getattr(model, "expected_seconds", {}).get("export"),
+        getattr(model, "expected_seconds", {}).get("export"), source_ready=source_ready,
     )
     return ResolvedModel(ref, path, weight_format, "embedded")
 
 
-def _resolve_local(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
+def _resolve_local(ref: str, weight_format: str, report: ProgressFn, source_ready: SourceFn | None) -> ResolvedModel:
     path = Path(ref).expanduser().resolve()
     if not path.exists():
         raise ModelError(f"There is no directory {ref!r}: give an existing model directory or a Hub id like owner/name.")
@@ -104,11 +108,11 @@ def _resolve_local(ref: str, weight_format: str, report: ProgressFn) -> Resolved
         return ResolvedModel(ref, path, "as-is", "local-ir")
     _check_checkpoint_dir(path, ref)
     converted = convert_cached(ref, path.name, _dir_fingerprint(path), weight_format, lambda _: path, report,
-                               exporter=_exporter(report))
+                               exporter=_exporter(report), source_ready=source_ready)
     return ResolvedModel(ref, converted, weight_format, "converted")
 
 
-def _resolve_hub(ref: str, weight_format: str, report: ProgressFn) -> ResolvedModel:
+def _resolve_hub(ref: str, weight_format: str, report: ProgressFn, source_ready: SourceFn | None) -> ResolvedModel:
     if not is_hub_id(ref):
         raise ModelError(
             f"{ref!r} is neither an existing directory nor a Hugging Face model id: write it as owner/name "
@@ -120,7 +124,7 @@ def _resolve_hub(ref: str, weight_format: str, report: ProgressFn) -> ResolvedMo
         return ResolvedModel(ref, snapshot, "as-is", "hub-ir")
     _check_checkpoint_dir(snapshot, ref)
     converted = convert_cached(ref, ref.replace("/", "--"), _dir_fingerprint(snapshot), weight_format, lambda _: snapshot, report,
-                               exporter=_exporter(report))
+                               exporter=_exporter(report), source_ready=source_ready)
     return ResolvedModel(ref, converted, weight_format, "converted")
 
 

@@ -107,7 +107,7 @@ def _room_for_all(xml: Path, copies: int) -> bool:
 def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
          report: ProgressFn = ignore, name: str = "the model", steps_only: bool = False,
          cache_dir: Path | None = None, candidates: tuple[str, ...] | None = None,
-         stopped: Callable[[], bool] | None = None) -> Tuning:
+         stopped: Callable[[], bool] | None = None, handed: dict[str, object] | None = None) -> Tuning:
     """Time each candidate (or read what was kept in `folder`) and choose one per method;
     `steps_only` for a model that only ever steps (a draft): its one-token step alone is timed.
     `cache_dir`: OpenVINO's compiled-blob cache, where the model is compiled once for all candidates
@@ -118,7 +118,9 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     left out, and so is one the device applies exactly as an earlier one (its twin: not timed, its
     twin's curve kept under its key); ValueError when none runs. `candidates`: only these (a
     server's first start times FIRST alone and the rest when no race runs). `stopped`: checked
-    between candidates and widths, Cancelled once it says so (each candidate timed before is kept)."""
+    between candidates and widths, Cancelled once it says so (each candidate timed before is kept).
+    `handed`: where one candidate alone is timed now, its compiled copy is put in it (candidate ->
+    CompiledLM) rather than freed, so that the caller need not compile it again."""
     widths = (1,) if steps_only else _WIDTHS
     chosen = {name: CANDIDATES[name] for name in (candidates or CANDIDATES)}
     curves: dict[str, CallCurve] = {}
@@ -148,6 +150,8 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
                         keep_curve(folder, key, curve)  # kept at once: a tuning stopped later need not time it again
                         if said is not None:
                             applied[said] = candidate
+                    if handed is not None and len(chosen) == 1:
+                        handed[candidate] = model
                     del model  # freed before the next candidate is compiled: one copy at a time
             except RuntimeError as error:
                 errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")

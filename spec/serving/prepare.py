@@ -8,6 +8,7 @@ OpenVINO's compiled-blob cache both land in SPEC_MODELS_DIR.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 
@@ -60,20 +61,31 @@ def plan(refs: list[str], offline: bool, hub_reachable: Callable[[], bool], devi
 def prepare(keys: tuple[ModelKey, ...], progress: ProgressFn, compile: bool = True) -> list[str]:
     """Find or build, and unless `compile` is False compile, each model; returns one sentence per
     model that failed. Compiling also leaves OpenVINO's compiled blob and this CPU's timings in the
-    models folder: worth it where the models will run, not on a machine that only builds an image."""
-    from spec.models.registry import load_model  # imported late: OpenVINO and Transformers are slow to import
-    from spec.models.resolve import resolve_model
+    models folder: worth it where the models will run, not on a machine that only builds an image.
+    The models convert side by side (one's source is written while another exports, exports take
+    turns: spec.models.conversion_cache), then compile one after the other, each timed alone."""
+    from spec.models.registry import convert_model, load_model  # imported late: OpenVINO and Transformers are slow to import
 
-    failures = []
-    for key in keys:
-        try:
-            if compile:
+    failures: dict[ModelKey, str] = {}
+    with ThreadPoolExecutor(max(1, len(keys)), thread_name_prefix="convert") as pool:
+        for key, done in [(key, pool.submit(convert_model, key, progress)) for key in keys]:
+            failures.update(_failed(key, done.exception()))
+    for key in keys if compile else ():
+        if key not in failures:
+            try:
                 load_model(key, progress).for_rounds(progress)  # speculation's own copy, where tuning gave it one
-            else:
-                resolve_model(key.ref, key.weight_format, progress, key.hub_only)
-        except ModelError as error:
-            failures.append(str(error))
-        except MemoryError:
-            failures.append(f"Preparing {key.ref} ran out of memory: build on a machine with more RAM, or skip "
-                            "preparing at build time (the Space then prepares its models on first start).")
-    return failures
+            except (ModelError, MemoryError) as error:
+                failures.update(_failed(key, error))
+    return list(failures.values())
+
+
+def _failed(key: ModelKey, error: BaseException | None) -> dict[ModelKey, str]:
+    """{key: what went wrong} for a ModelError or a MemoryError, {} for None; anything else is raised."""
+    if error is None:
+        return {}
+    if isinstance(error, ModelError):
+        return {key: str(error)}
+    if isinstance(error, MemoryError):
+        return {key: f"Preparing {key.ref} ran out of memory: build on a machine with more RAM, or skip "
+                     "preparing at build time (the Space then prepares its models on first start)."}
+    raise error

@@ -2,15 +2,19 @@
 warmed up, then the page's examples raced, so that a workshop's first clicks are replays."""
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 from spec.config import ModelKey
+from spec.models.draft_format import draft_format
 from spec.models.registry import ModelRegistry
 from spec.progress import TerminalProgress
 from spec.serving.loading import warm_up
+from spec.serving.presets import Preset
 from spec.serving.recording import RaceRequest
 from spec.serving.scheduler import Scheduler
 
@@ -24,9 +28,10 @@ def preparation(registry: ModelRegistry, keys: list[ModelKey]) -> tuple[str | No
     return (latest[0] if latest is not None else None), set(keys) <= set(registry.loaded())
 
 
-def preload(registry: ModelRegistry, pairs: dict[str, list[ModelKey]], progress: TerminalProgress) -> set[str]:
-    """Load and warm up each pair (label -> its model keys) in order; returns the labels that
-    loaded. A pair that fails is logged in one line and left for its first race to report."""
+def preload(registry: ModelRegistry, pairs: dict[str, Callable[[], list[ModelKey]]], progress: TerminalProgress) -> set[str]:
+    """Load and warm up each pair (label -> its model keys, asked for when its turn comes: the
+    draft's format can take a measurement to know) in order; returns the labels that loaded. A pair
+    that fails is logged in one line and left for its first race to report."""
     ready = set()
     with registry.preparing():  # the server times what loading left for later once all of it is done
         for label, keys in pairs.items():
@@ -35,12 +40,25 @@ def preload(registry: ModelRegistry, pairs: dict[str, list[ModelKey]], progress:
     return ready
 
 
-def _load(registry: ModelRegistry, label: str, keys: list[ModelKey], progress: TerminalProgress) -> bool:
+def preload_presets(registry: ModelRegistry, presets: tuple[Preset, ...], device: str, progress: TerminalProgress) -> set[str]:
+    """preload() for these presets' own pairs (each once, in order); returns the labels that loaded.
+    The draft's format, where a first start has to time it, is timed while the first pair loads."""
+    if device.upper().startswith("CPU"):  # elsewhere the draft is INT4, untimed
+        threading.Thread(target=draft_format, name="draft-format", daemon=True).start()
+    return preload(registry, {preset.label: functools.partial(preset.own_keys, device) for preset in dict.fromkeys(presets)}, progress)
+
+
+def _load(registry: ModelRegistry, label: str, pair_keys: Callable[[], list[ModelKey]], progress: TerminalProgress) -> bool:
     """Convert, load and warm up one pair; whether it loaded."""
     try:
-        for key in keys:  # converted first, all of them: a conversion never runs beside a compiled model
-            if not key.hub_only:
-                registry.convert(key, progress)
+        keys = pair_keys()
+        # Converted first, all of them: a conversion never runs beside a compiled model. Side by
+        # side: one model's source is written, and a draft's tokens counted, while the other exports.
+        converting = [key for key in keys if not key.hub_only]
+        if converting:
+            with ThreadPoolExecutor(len(converting), thread_name_prefix="convert") as pool:
+                for done in [pool.submit(registry.convert, key, progress) for key in converting]:
+                    done.result()
         for key in keys:  # speculation's own copy too, where tuning gave it one: compiled before Ready, not in a race
             warm_up(registry.get(key, progress)).for_rounds(progress)
         log.info("Ready: %s", label)
