@@ -216,9 +216,9 @@ def load_model(
         if key.precision == DEFAULT_PRECISION and key.device == "CPU" and not key.hub_only:
             # Once per machine (kept in the models folder); a visitor's model keeps the precision's own.
             # A server's first start times FIRST alone, the rest when no race runs (LoadedModel.time_curves).
-            def tuned(candidates: tuple[str, ...] | None = None, blobs: Path | None = cache_dir, kept: dict | None = None) -> Tuning:
+            def tuned(candidates: tuple[str, ...] | None = None, blobs: Path | None = cache_dir, hand_to: dict | None = None) -> Tuning:
                 return tune(xml, models_dir(), token_ids, key.device, progress or ignore, resolved.ref, steps_only=drafts_only,
-                            cache_dir=blobs, candidates=candidates, handed=kept)
+                            cache_dir=blobs, candidates=candidates, handed=hand_to)
 
             untuned = curves_later and not is_kept(FIRST, xml, models_dir(), token_ids, key.device, steps_only=drafts_only)
             try:
@@ -388,10 +388,11 @@ class ModelRegistry:
                     self._watchers[key].remove(progress)
 
     def convert(self, key: ModelKey, progress: ProgressFn | None = None) -> None:
-        """Find or build `key`'s model files (a conversion on first use) and a draft's frequent tokens,
-        without compiling it, its progress seen by `progress` and by `progress(key)` as a load's. The server's preload
-        converts a pair's models before it compiles either: a conversion beside a compiled model
-        holds both in memory. A visitor's model is converted only when loaded, within its limits."""
+        """Find or build `key`'s model files (a conversion on first use) and a draft's frequent
+        tokens (convert_model), without compiling it, its progress seen by `progress` and by
+        `progress(key)` as a load's. The server's preload converts a pair's models before it compiles
+        either: a conversion beside a compiled model holds both in memory. A visitor's model is
+        converted only when loaded, within its limits."""
         if key.hub_only:
             raise ValueError(f"{key.ref} is a visitor's model: it is converted when it is loaded")
         with self._lock:
