@@ -264,6 +264,23 @@ def test_a_split_choice_is_timed_again_so_a_slow_moment_does_not_make_it(tiny_pa
     assert (chosen.steps, chosen.rounds) == ("quick step", "cheap rounds")  # timed again, still split
 
 
+def test_a_split_the_memory_cannot_hold_is_neither_chosen_nor_timed_again(tiny_pairs, tmp_path, monkeypatch):
+    """Where two copies of the model do not fit (the 1.5B in 4 GB), speculation would verify with
+    the step's copy anyway (LoadedModel.for_rounds): tuning gives both methods the quickest step
+    and spends no time timing the split again. The curves timed are kept as they are."""
+    xml = tiny_pairs["llama"][0].resolved.path / "openvino_model.xml"
+    _fake_tuning(monkeypatch, {"quick step": {w: c * 0.95 for w, c in DEAR_ROUNDS.items()}, "cheap rounds": AMX})
+    timed = _first_timing_in_another_moment(monkeypatch, "quick step", lambda width: 1.0)
+    monkeypatch.setattr(tuning, "_room_for_a_split", lambda xml: False)
+    chosen = tuning.tune(xml, tmp_path)
+    assert (chosen.steps, chosen.rounds) == ("quick step", "quick step")
+    assert timed == [("quick step", tuning._WIDTHS), ("cheap rounds", tuning._WIDTHS)]  # nothing timed again
+    monkeypatch.setattr(tuning, "measure_curve", lambda *args, **kwargs: pytest.fail("timed again"))
+    assert tuning.tune(xml, tmp_path) == chosen  # the next start reads the same choice
+    monkeypatch.setattr(tuning, "_room_for_a_split", lambda xml: True)
+    assert tuning.tune(xml, tmp_path).rounds == "cheap rounds"  # with room, the split stands
+
+
 def test_with_room_for_every_setting_a_split_is_timed_side_by_side_so_a_quick_moment_does_not_make_it(
         tiny_pairs, tmp_path, monkeypatch):
     """"own" is timed first in a moment quick for its verify calls (20% cheaper than they are): its

@@ -9,19 +9,21 @@ import io
 import json
 import re
 import shlex
+import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from spec.cli import main
-from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT8, ModelKey
+from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, F32, FP32, INT8, MEASURED, ModelKey
 from spec.errors import ModelError
 from spec.models import conversion_cache, export, library_output
 from spec.models.draft_format import draft_format
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
 from spec.models.resolve import resolve_model
 from spec.serving.prepare import plan
-from spec.serving.presets import PRESETS
+from spec.serving.presets import PRESETS, decided
 from tests.conftest import models_dir_at
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,9 +44,10 @@ def _never_asked() -> bool:
 
 def test_by_default_the_offline_pairs_are_prepared_as_the_space_loads_them():
     offline = plan([], offline=True, hub_reachable=_never_asked)
-    draft = ModelKey(DRAFT_REF, draft_format(), DEFAULT_PRECISION, vocabulary=DRAFT_VOCABULARY)  # INT4 or INT8, as this CPU is quicker
+    draft = ModelKey(DRAFT_REF, MEASURED, DEFAULT_PRECISION, vocabulary=DRAFT_VOCABULARY)  # its format timed as it is prepared
     assert offline.keys == (ModelKey(DEFAULT_REF, INT8, DEFAULT_PRECISION), draft,
                             ModelKey(QUICK_REF, INT8, DEFAULT_PRECISION))
+    assert decided(draft) == PRESETS[0].own_keys()[1] == replace(draft, weight_format=draft_format())  # INT4 or INT8, as this CPU is quicker
     assert len(offline.skipped) == 1 and "--offline" in offline.skipped[0]
     assert all(ref in offline.skipped[0] for ref in HUB_REFS)
 
@@ -84,6 +87,31 @@ def test_the_dockerfiles_command_converts_the_offline_pairs_without_asking_the_h
     assert json.loads((conversion_cache.models_dir() / "draft-format.json").read_text())["format"] == draft_format()
     err = capsys.readouterr().err
     assert "Skipped the Hub pairs' models" in err and f"Ready: {DEFAULT_REF}, {DRAFT_REF}, {QUICK_REF}" in err
+
+
+def test_the_drafts_format_is_timed_while_the_other_models_convert(monkeypatch, terminal):
+    """Timing the draft's format takes seconds (a child process compiles and times its layers): the
+    target and the quick model start converting meanwhile, and the draft converts in the format timed."""
+    import spec.models.registry
+    from spec.serving import presets
+    from spec.serving.prepare import prepare
+
+    others = {DEFAULT_REF, QUICK_REF}
+    started, converted = threading.Event(), []
+
+    def convert(key, progress):
+        converted.append((key.ref, key.weight_format))
+        if others <= {ref for ref, _ in converted}:
+            started.set()
+
+    def timing(report):  # done only once the others have started converting, else the preparation never ends
+        assert started.wait(timeout=30), "the other models waited for the draft's format to be timed"
+        return INT8
+
+    monkeypatch.setattr(spec.models.registry, "convert_model", convert)
+    monkeypatch.setattr(presets, "draft_format", timing)
+    assert prepare(plan([], offline=True, hub_reachable=_never_asked).keys, lambda *a: None, compile=False) == []
+    assert converted[-1] == (DRAFT_REF, INT8) and len(converted) == 3
 
 
 def _compiled_blobs(models_dir) -> list:

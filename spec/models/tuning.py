@@ -99,9 +99,19 @@ def _side_by_side(candidates: list[str], xml: Path, device: str, token_ids: np.n
     return dict(zip(candidates, measure_curves(models, _WIDTHS, repeats=_REPEATS)))
 
 
+def _room_for_a_split(xml: Path) -> bool:
+    """Whether the memory left holds the two copies a split runs with, and one more beside them: on
+    a 4 GB machine the 1.5B's split never does, and checking it cost a tenth of a preparation."""
+    return available_bytes() >= memory_for_copies(_weights(xml), 2)
+
+
 def _room_for_all(xml: Path, copies: int) -> bool:
     """Whether the memory left holds `copies` compiled copies of the model, and one more beside them."""
-    return available_bytes() >= memory_for_copies(sum(path.stat().st_size for path in xml.parent.glob("*.bin")), copies)
+    return available_bytes() >= memory_for_copies(_weights(xml), copies)
+
+
+def _weights(xml: Path) -> int:
+    return sum(path.stat().st_size for path in xml.parent.glob("*.bin"))
 
 
 def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: str = "CPU",
@@ -120,7 +130,8 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     server's first start times FIRST alone and the rest when no race runs). `stopped`: checked
     between candidates and widths, Cancelled once it says so (each candidate timed before is kept).
     `handed`: where one candidate alone is timed now, its compiled copy is put in it (candidate ->
-    CompiledLM) rather than freed, so that the caller need not compile it again."""
+    CompiledLM) rather than freed, so that the caller need not compile it again. Speculation gets
+    settings of its own only where the memory holds both copies, checked against the host's drift."""
     widths = (1,) if steps_only else _WIDTHS
     chosen = {name: CANDIDATES[name] for name in (candidates or CANDIDATES)}
     curves: dict[str, CallCurve] = {}
@@ -165,6 +176,9 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     if not curves:
         raise ValueError(f"no way of compiling {name} runs on this machine: {'; '.join(errors)}")
     steps, rounds = _choose(curves, steps_only)
+    if steps != rounds and not _room_for_a_split(xml):
+        # Speculation could never have its copy here (LoadedModel.for_rounds): checking the split is time lost.
+        rounds = steps
     if steps != rounds and timed:
         # Two copies of the model, each method its own: a choice worth checking against the host's drift.
         # Every candidate is timed again, so that what is kept chooses the same on the next start.

@@ -15,12 +15,14 @@ from typing import Callable
 from spec.config import ModelKey
 from spec.errors import ModelError
 from spec.progress import ProgressFn
-from spec.serving.presets import CUSTOM, PRESETS
+from spec.serving.presets import CUSTOM, PRESETS, decided
 
 
 @dataclass(frozen=True)
 class Plan:
-    keys: tuple[ModelKey, ...]  # the models to prepare, in order
+    # The models to prepare, in order; a draft whose format this CPU has to time is MEASURED, its
+    # format timed (spec.serving.presets.decided) while the other models convert.
+    keys: tuple[ModelKey, ...]
     skipped: tuple[str, ...]  # sentences saying which models are left out, and why
 
 
@@ -39,7 +41,7 @@ def plan(refs: list[str], offline: bool, hub_reachable: Callable[[], bool], devi
     for preset in PRESETS:
         if preset.label == CUSTOM:
             continue
-        for key in preset.keys(preset.target, preset.draft, device):
+        for key in preset.keys(preset.target, preset.draft, device, measure=False):
             if key is not None:
                 keys[preset.needs_hub].setdefault(key)
     hub_keys = [key for key in keys[True] if key not in keys[False]]
@@ -63,19 +65,26 @@ def prepare(keys: tuple[ModelKey, ...], progress: ProgressFn, compile: bool = Tr
     model that failed. Compiling also leaves OpenVINO's compiled blob and this CPU's timings in the
     models folder: worth it where the models will run, not on a machine that only builds an image.
     The models convert side by side (one's source is written while another exports, exports take
-    turns: spec.models.conversion_cache), then compile one after the other, each timed alone."""
+    turns: spec.models.conversion_cache; a draft's format is timed meanwhile, before its own
+    conversion), then compile one after the other, each timed alone."""
     from spec.models.registry import convert_model, load_model  # imported late: OpenVINO and Transformers are slow to import
 
+    def convert(key: ModelKey) -> ModelKey:
+        key = decided(key, progress)
+        convert_model(key, progress)
+        return key
+
     failures: dict[ModelKey, str] = {}
+    converted: list[ModelKey] = []
     with ThreadPoolExecutor(max(1, len(keys)), thread_name_prefix="convert") as pool:
-        for key, done in [(key, pool.submit(convert_model, key, progress)) for key in keys]:
+        for key, done in [(key, pool.submit(convert, key)) for key in keys]:
             failures.update(_failed(key, done.exception()))
-    for key in keys if compile else ():
-        if key not in failures:
-            try:
-                load_model(key, progress).for_rounds(progress)  # speculation's own copy, where tuning gave it one
-            except (ModelError, MemoryError) as error:
-                failures.update(_failed(key, error))
+            converted += [done.result()] if done.exception() is None else []
+    for key in converted if compile else ():
+        try:
+            load_model(key, progress).for_rounds(progress)  # speculation's own copy, where tuning gave it one
+        except (ModelError, MemoryError) as error:
+            failures.update(_failed(key, error))
     return list(failures.values())
 
 

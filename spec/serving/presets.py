@@ -16,6 +16,7 @@ from spec.config import DEFAULT_PRECISION, DRAFT_VOCABULARY, INT4, INT8, MEASURE
 from spec.decoding.plugins import PLUGINS
 from spec.models.draft_format import draft_format
 from spec.models.embedded import DEFAULT_REF, DRAFT_REF, QUICK_REF
+from spec.progress import ProgressFn, ignore
 
 CUSTOM = "Custom pair"
 
@@ -57,16 +58,19 @@ class Preset:
             raise ValueError("This pair has no draft model: choose prompt lookup, or type a draft model in the custom pair.")
         return target, draft
 
-    def keys(self, target: str, draft: str | None, device: str = "CPU", hub_only: bool = False
+    def keys(self, target: str, draft: str | None, device: str = "CPU", hub_only: bool = False, measure: bool = True
              ) -> tuple[ModelKey, ModelKey | None]:
-        """The registry keys of `target` and `draft` (as `models` gives them), loaded as this pair loads them."""
+        """The registry keys of `target` and `draft` (as `models` gives them), loaded as this pair loads them.
+        `measure` False: a draft's format this CPU has to time is left MEASURED, for `decided` to time
+        later (a preparation converts the other models meanwhile)."""
         target_key = ModelKey(target, self.weight_format, self.precision, device, hub_only)
         if draft is None:
             return target_key, None
         draft_weights = self.draft_weight_format or self.weight_format
-        if draft_weights == MEASURED:  # timed on the CPU's kernels; another device keeps the smaller INT4
-            draft_weights = draft_format() if device.upper().startswith("CPU") else INT4
-        return target_key, ModelKey(draft, draft_weights, self.precision, device, hub_only, self.draft_vocabulary)
+        if draft_weights == MEASURED and not device.upper().startswith("CPU"):
+            draft_weights = INT4  # timed on the CPU's kernels; another device keeps the smaller INT4
+        draft_key = ModelKey(draft, draft_weights, self.precision, device, hub_only, self.draft_vocabulary)
+        return target_key, decided(draft_key) if measure else draft_key
 
     def own_keys(self, device: str = "CPU") -> list[ModelKey]:
         """The registry keys of this pair's own models, as it loads them (none for the custom pair)."""
@@ -80,6 +84,12 @@ class Preset:
         if all(cached(ref) for ref in (self.target, self.draft) if ref):
             return None
         return "the Hugging Face Hub cannot be reached from this server and its models are not cached here"
+
+
+def decided(key: ModelKey, report: ProgressFn = ignore) -> ModelKey:
+    """`key` in the weight format this CPU multiplies faster, where its format is left MEASURED
+    (timed once per machine, `report` told: spec.models.draft_format); any other key as it is."""
+    return replace(key, weight_format=draft_format(report)) if key.weight_format == MEASURED else key
 
 
 PRESETS: tuple[Preset, ...] = (
