@@ -94,7 +94,8 @@ def test_a_curve_times_wide_calls_once_a_run_and_the_rest_thrice():
     measure_curve(_CountingModel("a", calls), (1, 9, calibration._WIDE, 33), repeats=3)
     counted = {width: calls.count(("a", width)) for width in (1, 9, calibration._WIDE, 33)}
     untimed = calibration._SWITCH_CALLS
-    assert counted == {1: 2 * (untimed + 3), 9: 2 * (untimed + 3), calibration._WIDE: 2 * (untimed + 1), 33: 2 * (untimed + 1)}
+    # The widest width's second run follows its first: no change of width, no untimed calls.
+    assert counted == {1: 2 * (untimed + 3), 9: 2 * (untimed + 3), calibration._WIDE: 2 * (untimed + 1), 33: untimed + 2}
 
 
 class _SlowModel(_CountingModel):
@@ -114,16 +115,17 @@ def test_calls_costing_two_steps_or_more_are_timed_once_a_run():
     counted = {width: calls.count(("a", width)) for width in (1, 3, 4)}
     untimed = calibration._SWITCH_CALLS
     # Upwards, a call of 3 is judged by the step before it (1 step: thrice); downwards by its own first run.
-    assert counted == {1: 2 * (untimed + 3), 3: (untimed + 3) + (untimed + 1), 4: 2 * (untimed + 1)}
+    assert counted == {1: 2 * (untimed + 3), 3: (untimed + 3) + (untimed + 1), 4: untimed + 2}
     assert curve.in_steps()[3] > calibration._DEAR
 
 
 def test_curves_timed_side_by_side_take_turns_at_each_width():
     calls = []
     curves = calibration.measure_curves([_CountingModel("a", calls), _CountingModel("b", calls)], (1, 4), repeats=1)
-    each = calibration._SWITCH_CALLS + 1
-    turns = [(name, width) for width in (1, 4, 4, 1) for name in "ab"]  # widths upwards, then downwards
-    assert [call for call in calls if call[1] != calibration._CONTEXT] == [turn for turn in turns for _ in range(each)]
+    untimed = calibration._SWITCH_CALLS
+    # Widths upwards, then downwards; each model's second run of 4 follows its first, no untimed calls before it.
+    turns = [((name, width), untimed * (turn != 2) + 1) for turn, width in enumerate((1, 4, 4, 1)) for name in "ab"]
+    assert [call for call in calls if call[1] != calibration._CONTEXT] == [call for call, count in turns for _ in range(count)]
     assert len(curves) == 2 and all(sorted(curve.seconds) == [1, 4] for curve in curves)
 
 

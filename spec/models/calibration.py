@@ -130,16 +130,19 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
         for model in models:
             caches.append(model.new_cache())
             caches[-1].forward(list(range(1, context + 1)), keep=1)
-        for width in widths + widths[::-1]:
+        order = widths + widths[::-1]
+        for turn, width in enumerate(order):
             if stopped is not None and stopped():
                 raise Cancelled("timing stopped: the cores are wanted")
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
+            # The widest width's second run follows its first: no change of width to let pass.
+            untimed = 0 if turn and order[turn - 1] == width else _SWITCH_CALLS
             for cache, medians in zip(caches, runs):
                 times = []
-                for call in range(_SWITCH_CALLS + (repeats if width < _WIDE and not _dear(medians, width) else 1)):
+                for call in range(untimed + (repeats if width < _WIDE and not _dear(medians, width) else 1)):
                     started = time.perf_counter()
                     cache.forward(tokens)
-                    if call >= _SWITCH_CALLS:
+                    if call >= untimed:
                         times.append(time.perf_counter() - started)
                     cache.trim(context)
                 medians[width].append(statistics.median(times))
