@@ -175,6 +175,10 @@ def test_the_quick_reader_reads_what_the_package_reads_and_one_reading_serves_a_
     package, quick = gguf_lib.GGUFReader(str(smollm2_gguf)), gguf.QuickReader(str(smollm2_gguf))
     assert list(package.fields) == list(quick.fields)
     assert all(str(package.fields[n].contents()) == str(quick.fields[n].contents()) for n in package.fields)
+    for name, field in package.fields.items():  # the same parts too: Transformers reads them one by one
+        other = quick.fields[name]
+        assert (field.offset, field.data, field.types, len(field.parts)) == (other.offset, other.data, other.types, len(other.parts))
+        assert all(a.dtype == b.dtype and np.array_equal(a, b) for a, b in zip(field.parts, other.parts))
     assert [(t.name, t.tensor_type, t.data_offset, t.n_bytes) for t in package.tensors] == \
            [(t.name, t.tensor_type, t.data_offset, t.n_bytes) for t in quick.tensors]
     assert np.array_equal(package.tensors[-1].data, quick.tensors[-1].data)

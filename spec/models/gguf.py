@@ -21,7 +21,8 @@ class QuickReader(gguf_lib.GGUFReader):
 
     The package slices its numpy memmap once per value, and a memmap's Python-level `__getitem__`
     and `__array_finalize__` make a 151,665-token vocabulary take seconds; the same slices of a plain
-    view of the same mapping give the same fields and tensors about three times sooner."""
+    view of the same mapping, an array's taken in one pass, give the same fields and tensors in a
+    twentieth of the time (Qwen's metadata: 7.3 s for the package, 0.4 s here)."""
 
     def _get(self, offset, dtype, count=1, override_order=None):
         plain = self.__dict__.get("_plain")
@@ -30,6 +31,35 @@ class QuickReader(gguf_lib.GGUFReader):
         count = int(count)
         values = plain[offset:offset + int(np.dtype(dtype).itemsize) * count].view(dtype=dtype)[:count]
         return values.view(values.dtype.newbyteorder(self.byte_order if override_order is None else override_order))
+
+    def _get_field_parts(self, orig_offs, raw_type):
+        """The package's parts for an array of strings or of numbers, built in one pass over the
+        array (a vocabulary and its merges: 300,000 strings, two thirds of a Qwen reading); any
+        other field as the package builds it."""
+        if gguf_lib.GGUFValueType(raw_type) != gguf_lib.GGUFValueType.ARRAY:
+            return super()._get_field_parts(orig_offs, raw_type)
+        raw_itype = self._get(orig_offs, np.uint32)
+        item = gguf_lib.GGUFValueType(int(raw_itype[0]))
+        scalar = self.gguf_scalar_to_np.get(item)
+        if item != gguf_lib.GGUFValueType.STRING and scalar is None:
+            return super()._get_field_parts(orig_offs, raw_type)  # arrays of arrays
+        alen = self._get(orig_offs + 4, np.uint64)
+        offs, count = orig_offs + 12, int(alen[0])
+        parts, idxs = [raw_itype, alen], []
+        types = [gguf_lib.GGUFValueType.ARRAY] + ([item] if count else [])
+        if scalar is not None:  # one view of the whole array, split into a one-value part per item
+            values = self._get(offs, scalar, count)
+            parts += list(values.reshape(count, 1)) if count else []
+            idxs += range(2, 2 + count)
+            return 12 + int(values.nbytes), parts, idxs, types
+        plain, lengths = self._plain, alen.dtype  # a length is a uint64 in the file's byte order
+        for _ in range(count):
+            slen = plain[offs:offs + 8].view(lengths)
+            end = offs + 8 + int(slen[0])
+            idxs.append(len(parts) + 1)
+            parts += (slen, plain[offs + 8:end])
+            offs = end
+        return offs - orig_offs, parts, idxs, types
 
 
 _kept: tuple[tuple, QuickReader] | None = None  # the latest file's reader, until its conversion takes it
