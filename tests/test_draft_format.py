@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from gguf import GGMLQuantizationType
 
 import spec.models.draft_format as draft_format_module
 from spec.config import INT4, INT8
 from spec.models.calibration import machine
 from spec.models.draft_format import draft_format, measure
 from spec.models.embedded import DRAFT_REF
+from spec.models.gguf_weights import Tensor, compress, random_compressed
 from spec.serving.presets import pair_keys
 from tests.conftest import models_dir_at
 
@@ -78,3 +81,18 @@ def test_a_child_that_cannot_time_says_why_in_the_log(monkeypatch, caplog):
     monkeypatch.setattr(draft_format_module.sys, "executable", "/bin/false")  # exits at once, prints nothing
     assert draft_format_module._time_in_child() is None
     assert "Could not time the draft's layers" in caplog.text and "stays INT4" in caplog.text
+
+
+@pytest.mark.parametrize("weight_format", [INT4, INT8])
+def test_the_timed_layers_weights_are_laid_out_as_a_converted_drafts(weight_format):
+    """The kernels timed are the ones the draft runs: random values, but compress's shapes, types and bits."""
+    rows, columns = 64, 896  # 896: the 0.5B's hidden size, seven groups of 128 at INT4
+    tensor = Tensor("blk.0.ffn_up.weight", int(GGMLQuantizationType.F32), rows, columns, 0, rows * columns * 4)
+    data = np.random.default_rng(1).standard_normal((rows, columns)).astype(np.float32).view(np.uint8).reshape(rows, -1)
+    converted = compress(tensor, data, np.arange(rows), weight_format)
+    timed = random_compressed(rows, columns, weight_format, np.random.default_rng(0))
+    assert timed.bits == converted.bits
+    for part in ("values", "scales", "zero_points"):
+        ours, theirs = getattr(timed, part), getattr(converted, part)
+        assert (ours.shape, ours.dtype) == (theirs.shape, theirs.dtype)
+    assert timed.values.max() < 1 << timed.bits

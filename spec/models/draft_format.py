@@ -28,7 +28,7 @@ import numpy as np
 from spec.config import INT4, INT8
 from spec.models.calibration import machine, read_record, write_record
 from spec.models.conversion_cache import models_dir, prepared_dir
-from spec.models.gguf_weights import Compressed, compress_floats, decompression
+from spec.models.gguf_weights import Compressed, decompression, random_compressed
 from spec.models.runtime import emulated_class
 from spec.progress import ProgressFn, ignore
 
@@ -84,7 +84,7 @@ def _models_file() -> str:
 def measure(report: ProgressFn = ignore) -> dict[str, object]:
     """Time a call of the draft's layers compressed each way on this CPU: the quicker format, the
     seconds per format, and the machine (spec.models.calibration.machine). Timed in a child
-    process: its 0.9 GB go back when it ends, where this process (the app, or a preparation held
+    process: its 0.7 GB go back when it ends, where this process (the app, or a preparation held
     to 4 GB) would keep them. If the child fails, INT4 (the format the project chose before it
     measured), and nothing is kept: the next start times it again."""
     global _measured
@@ -144,14 +144,16 @@ def _time_layers() -> dict[str, float]:
 
 def _layers(weight_format: str, held: list[np.ndarray]):
     """_LAYERS transformer layers' matrix multiplications (attention's projections and the gated
-    MLP) with random weights in `weight_format`: what the draft's step spends its time in. Each
-    shape is compressed once; every layer holds a copy of its own, so no two layers share memory."""
+    MLP) with random weights in `weight_format`'s layout: what the draft's step spends its time in.
+    The values are random integers, not quantized floats: the kernels' speed does not depend on them,
+    and the child then needs no NNCF (1.5 s to import). Every layer holds a copy of its own weights,
+    so no two layers share memory."""
     import openvino as ov
     from openvino import opset13 as ops
 
     rng = np.random.default_rng(0)
     shapes = ((_QKV, _HIDDEN), (_HIDDEN, _HIDDEN), (_MLP, _HIDDEN), (_HIDDEN, _MLP))
-    compressed = {shape: compress_floats((rng.standard_normal(shape) * 0.02).astype(np.float32), weight_format) for shape in shapes}
+    compressed = {shape: random_compressed(*shape, weight_format, rng) for shape in shapes}
 
     def linear(x, rows: int, columns: int):
         weight = compressed[rows, columns]

@@ -103,12 +103,15 @@ def compress(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: 
     return Compressed(values, scales, zero_points, bits)
 
 
-def compress_floats(weight: np.ndarray, weight_format: str) -> Compressed:
-    """A float matrix (rows, columns) compressed to `weight_format` (INT8 or INT4) as `compress`
-    compresses a GGUF tensor's rows."""
-    columns = weight.shape[1]
+def random_compressed(rows: int, columns: int, weight_format: str, rng: np.random.Generator) -> Compressed:
+    """A matrix of random values laid out as `compress` lays out one of this shape in `weight_format`
+    (INT8 or INT4): what a kernel's speed depends on, for timing it without quantizing anything."""
     bits, group = (8, columns) if weight_format == INT8 else (4, _group_size(columns))
-    return Compressed(*_quantize(weight, bits, group), bits)
+    shape = (rows, columns) if bits == 8 else (rows, columns // group, group)
+    values = rng.integers(0, 1 << bits, size=shape, dtype=np.uint8)
+    zero_points = rng.integers(0, 1 << bits, size=shape[:-1] + (1,), dtype=np.uint8)
+    scales = (rng.random(shape[:-1] + (1,)) * 1e-3).astype(np.float16)
+    return Compressed(values, scales, zero_points, bits)
 
 
 def decompression(weight: Compressed, name: str, held: list[np.ndarray]):
