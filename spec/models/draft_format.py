@@ -144,7 +144,8 @@ def _time_layers() -> dict[str, float]:
 
 def _layers(weight_format: str, held: list[np.ndarray]):
     """_LAYERS transformer layers' matrix multiplications (attention's projections and the gated
-    MLP) with random weights in `weight_format`'s layout: what the draft's step spends its time in.
+    MLP, each after an RMS norm) with random weights in `weight_format`'s layout: what the draft's
+    step spends its time in.
     The values are random integers, not quantized floats: the kernels' speed does not depend on them,
     and the child then needs no NNCF (1.5 s to import). Every layer holds a copy of its own weights,
     so no two layers share memory."""
@@ -160,13 +161,17 @@ def _layers(weight_format: str, held: list[np.ndarray]):
         copy = Compressed(weight.values.copy(), weight.scales.copy(), weight.zero_points.copy(), weight.bits)
         return ops.matmul(x, decompression(copy, f"w{len(held)}", held), False, True)
 
+    def rms_norm(h):  # as each of the draft's layers begins: without it the sums grow to infinity
+        mean_square = ops.reduce_mean(ops.multiply(h, h), np.array([-1]), keep_dims=True)
+        return ops.divide(h, ops.sqrt(ops.add(mean_square, np.float32(1e-6))))
+
     x = ops.parameter([1, -1, _HIDDEN], np.float32, name="x")
     h = x
     for _ in range(_LAYERS):
-        qkv = linear(h, _QKV, _HIDDEN)
-        attention = linear(ops.slice(qkv, [0], [_HIDDEN], [1], [2]), _HIDDEN, _HIDDEN)
-        mlp = linear(ops.multiply(ops.swish(linear(h, _MLP, _HIDDEN)), linear(h, _MLP, _HIDDEN)), _HIDDEN, _MLP)
-        h = ops.add(ops.add(h, attention), mlp)
+        qkv = linear(rms_norm(h), _QKV, _HIDDEN)
+        h = ops.add(h, linear(ops.slice(qkv, [0], [_HIDDEN], [1], [2]), _HIDDEN, _HIDDEN))
+        n = rms_norm(h)
+        h = ops.add(h, linear(ops.multiply(ops.swish(linear(n, _MLP, _HIDDEN)), linear(n, _MLP, _HIDDEN)), _HIDDEN, _MLP))
     return ov.Model([h], [x], "draft-layers")
 
 
