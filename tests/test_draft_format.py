@@ -66,6 +66,16 @@ def test_a_choice_another_machine_made_in_the_models_folder_is_made_again(tmp_pa
     assert json.loads((tmp_path / "draft-format.json").read_text())["machine"] == machine()
 
 
+def test_a_choice_this_machine_made_on_the_layers_that_computed_nan_is_made_again(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPEC_PREPARED_DIR", raising=False)
+    monkeypatch.setattr(draft_format_module, "_measured", None)
+    monkeypatch.setattr(draft_format_module, "_time_in_child", lambda: {INT4: 2.0, INT8: 1.0})
+    _record(tmp_path, INT4, machine())  # no "timed_on": kept before the layers were normed
+    with models_dir_at(tmp_path):
+        assert draft_format() == INT8
+    assert json.loads((tmp_path / "draft-format.json").read_text())["timed_on"] == draft_format_module._TIMED_ON
+
+
 def test_a_timing_that_fails_leaves_the_draft_at_int4_and_is_tried_again_next_start(tmp_path, monkeypatch):
     monkeypatch.delenv("SPEC_PREPARED_DIR", raising=False)
     monkeypatch.setattr(draft_format_module, "_measured", None)

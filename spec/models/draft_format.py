@@ -42,6 +42,9 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 # as a tie in turns; eight layers give 1.5x in either order there, as the whole draft's layers do.
 _HIDDEN, _MLP, _QKV, _LAYERS = 896, 4864, 1152, 8
 _CALLS = 30
+# What the record's seconds were timed on. Records without it were timed on layers whose sums
+# overflowed to NaN (before 2026-11-28): this machine times its choice again, once.
+_TIMED_ON = "eight layers, each after an RMS norm"
 _lock = threading.Lock()
 log = logging.getLogger(__name__)
 _measured: dict[str, object] | None = None  # this process's measurement: the machine does not change
@@ -63,7 +66,7 @@ def draft_format(report: ProgressFn = ignore) -> str:
 def _decide(prepared: Path | None, models: Path, report: ProgressFn) -> str:
     for path, mine_only in ((prepared / _FILE if prepared is not None else None, False), (models / _models_file(), True)):
         record = read_record(path) if path is not None else {}
-        if record.get("format") in CANDIDATES and (not mine_only or record.get("machine") == machine()):
+        if record.get("format") in CANDIDATES and (not mine_only or (record.get("machine"), record.get("timed_on")) == (machine(), _TIMED_ON)):
             return record["format"]
     record = measure(report)
     if record["seconds"]:  # timed: kept for the next start
@@ -94,7 +97,7 @@ def measure(report: ProgressFn = ignore) -> dict[str, object]:
             seconds = _time_in_child()
             if seconds is None:
                 return {"format": INT4, "seconds": {}, "machine": machine()}
-            _measured = {"format": min(seconds, key=seconds.get), "seconds": seconds, "machine": machine()}
+            _measured = {"format": min(seconds, key=seconds.get), "seconds": seconds, "machine": machine(), "timed_on": _TIMED_ON}
         return dict(_measured)
 
 
