@@ -5,7 +5,8 @@ multiplies faster depends on the CPU's kernels. On the AVX-512 EPYC the 0.5B dra
 at INT4 against 11.5 at INT8; on the AVX2 EPYC its INT4 token cost half a target step, twice its
 share of the bytes the target reads (docs/cpu-classes.md): a dearer draft token is the main reason
 speculation barely paid there. So before the draft is first prepared, eight layers of its shapes are
-compressed each way and timed (about 3 s), and the draft is converted in the quicker format.
+laid out each way (random weights as the converter lays them out) and timed (about 3 s), and the
+draft is converted in the quicker format.
 
 The choice is kept beside the models: in the prepared folder (an image's, made at build time: its
 draft is the one there is) or in the models folder under this machine's name, so the pair is the
