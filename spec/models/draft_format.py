@@ -86,7 +86,7 @@ def _models_file() -> str:
 
 
 def measure(report: ProgressFn = ignore) -> dict[str, object]:
-    """Time a call of the draft's layers compressed each way on this CPU: the quicker format, the
+    """Time a call of the draft's layers laid out each way on this CPU: the quicker format, the
     seconds per format, and the machine (spec.models.calibration.machine). Timed in a child
     process: its 0.7 GB go back when it ends, where this process (the app, or a preparation held
     to 4 GB) would keep them. If the child fails, INT4 (the format the project chose before it
