@@ -79,9 +79,7 @@ def compress(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: 
         raise ValueError(f"unknown weight format {weight_format!r}")
     columns = tensor.columns
     at_once = max(1, _VALUES_AT_ONCE // columns)
-    group = columns if weight_format == INT8 or _keeps_8_bits(tensor.name) else _group_size(columns)
-    bits = 8 if group == columns else 4
-    shape = (len(rows), columns) if bits == 8 else (len(rows), columns // group, group)
+    bits, group, shape = _layout(len(rows), columns, INT8 if _keeps_8_bits(tensor.name) else weight_format)
     values = np.empty(shape, dtype=np.uint8)
     zero_points = np.empty(shape[:-1] + (1,), dtype=np.uint8)
     scales = np.empty(shape[:-1] + (1,), dtype=np.float16)
@@ -108,8 +106,7 @@ def random_compressed(rows: int, columns: int, weight_format: str, rng: np.rando
     (INT8 or INT4): what a kernel's speed depends on, for timing it without quantizing anything.
     Its weights spread as a trained layer's do (within ±0.06, three times a typical 0.02), so that
     layers stacked on it compute finite numbers, not infinities."""
-    bits, group = (8, columns) if weight_format == INT8 else (4, _group_size(columns))
-    shape = (rows, columns) if bits == 8 else (rows, columns // group, group)
+    bits, _, shape = _layout(rows, columns, weight_format)
     values = rng.integers(0, 1 << bits, size=shape, dtype=np.uint8)
     zero_points = np.full(shape[:-1] + (1,), 1 << (bits - 1), dtype=np.uint8)  # the middle level: weights around 0
     scales = np.full(shape[:-1] + (1,), 0.12 / ((1 << bits) - 1), dtype=np.float16)
@@ -146,6 +143,16 @@ def _dequantize(rows: np.ndarray, kind: int) -> np.ndarray:
         return quants.dequantize(rows, kind)
     quant.init_grid()
     return quant.dequantize_rows(rows)
+
+
+def _layout(rows: int, columns: int, weight_format: str) -> tuple[int, int, tuple[int, ...]]:
+    """How NNCF lays out a (rows, columns) weight in `weight_format`: its bits, the values per scale,
+    and the values' shape (rows, columns) per channel at 8 bits, (rows, groups, group) at 4; a
+    row no wider than one group stays at 8 bits."""
+    group = columns if weight_format == INT8 else _group_size(columns)
+    if group == columns:
+        return 8, columns, (rows, columns)
+    return 4, group, (rows, columns // group, group)
 
 
 def _group_size(columns: int) -> int:
