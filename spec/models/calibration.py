@@ -51,7 +51,10 @@ _WIDE = 13
 # width 5): each lasts long enough that one call a run is timed well, and they are most of a first
 # start's timing.
 _DEAR, _DEAR_SECONDS = 2.0, 0.01
-_SWITCH_CALLS = 2  # untimed calls at the start of a run: a change of width slows more than the first call
+# Untimed calls at the start of a run: OpenVINO prepares a call of a new shape on its first call.
+# The second is already steady (bench.studies.after_switch: 0.96-1.06 of the later calls on the Zen 4
+# EPYC and on AVX2 kernels, the first 0.99-1.24), and every call left out is time a first start waits.
+_SWITCH_CALLS = 1
 _FILE = "calibration.json"
 _lock = threading.Lock()
 
@@ -109,7 +112,7 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
 
     Each width is timed in two runs of calls, the widths gone through upwards and then downwards, so
     a slow moment on a shared machine or a cold start does not land on one width alone. A run's
-    first calls are not timed: the calls right after one of another width also pay for OpenVINO
+    first call is not timed: a call right after one of another width also pays for OpenVINO
     re-preparing the model, which the schedules count apart. Each width's seconds are the median
     of a run's timed calls (one call a run from _WIDE up, and for calls costing _DEAR steps or
     more), the quicker of its two runs: a busy moment only ever adds time. Cancelled between two
