@@ -89,13 +89,50 @@ class _CountingModel:
         pass
 
 
-def test_a_curve_times_wide_calls_once_a_run_and_the_rest_thrice():
+@pytest.fixture
+def steady_second_call(monkeypatch):
+    """A run's second call as quick as the later ones, whatever the stand-ins' calls took."""
+    monkeypatch.setattr(calibration, "_second_call_steady", lambda times: True)
+
+
+def test_a_curve_times_wide_calls_once_a_run_and_the_rest_thrice(steady_second_call):
     calls = []
     measure_curve(_CountingModel("a", calls), (1, 9, calibration._WIDE, 33), repeats=3)
     counted = {width: calls.count(("a", width)) for width in (1, 9, calibration._WIDE, 33)}
     untimed = calibration._SWITCH_CALLS
     # The widest width's second run follows its first: no change of width, no untimed calls.
     assert counted == {1: 2 * (untimed + 3), 9: 2 * (untimed + 3), calibration._WIDE: 2 * (untimed + 1), 33: untimed + 2}
+
+
+class _SlowAfterSwitchModel(_CountingModel):
+    """Calls of 2 ms, but the first two after a change of width take 40 ms more (as on the Zen 5 EPYC)."""
+
+    def __init__(self, name: str, calls: list):
+        super().__init__(name, calls)
+        self.last_width, self.since_switch = None, 0
+
+    def forward(self, tokens, keep=None):
+        super().forward(tokens, keep)
+        self.since_switch = self.since_switch + 1 if len(tokens) == self.last_width else 1
+        self.last_width = len(tokens)
+        time.sleep(0.002 + 0.04 * (self.since_switch <= 2))
+
+
+def test_a_slow_second_call_after_a_switch_is_not_timed_where_one_call_a_run_is():
+    """One untimed call is enough where the second is steady (the Zen 4 EPYC); where it is slow too,
+    a run timed once would take it for the width's cost, and lets it pass untimed. Runs timed thrice
+    need not: their median leaves it out."""
+    calls = []
+    curve = measure_curve(_SlowAfterSwitchModel("a", calls), (1, 9, calibration._WIDE, 33), repeats=3)
+    counted = {width: calls.count(("a", width)) for width in (1, 9, calibration._WIDE, 33)}
+    one = calibration._SWITCH_CALLS
+    assert counted == {1: 2 * (one + 3), 9: 2 * (one + 3), calibration._WIDE: 2 * (one + 2), 33: (one + 2) + 1}
+    assert all(seconds < 0.02 for seconds in curve.seconds.values()), curve.seconds  # no slow call priced
+
+
+def test_a_second_call_is_steady_within_a_tenth_of_the_later_ones():
+    assert calibration._second_call_steady([0.105, 0.1, 0.1])
+    assert not calibration._second_call_steady([0.115, 0.1, 0.1])
 
 
 class _SlowModel(_CountingModel):
@@ -107,7 +144,7 @@ class _SlowModel(_CountingModel):
             time.sleep(len(tokens) ** 2 * 0.004)
 
 
-def test_calls_costing_two_steps_or_more_are_timed_once_a_run():
+def test_calls_costing_two_steps_or_more_are_timed_once_a_run(steady_second_call):
     """On AVX2 kernels a call of 5 costs 3.9 steps and one of 9 5.2: timed thrice a run like a step,
     they made most of the 29 s a first start spent on the target's curve there."""
     calls = []
@@ -119,12 +156,14 @@ def test_calls_costing_two_steps_or_more_are_timed_once_a_run():
     assert curve.in_steps()[3] > calibration._DEAR
 
 
-def test_curves_timed_side_by_side_take_turns_at_each_width():
+def test_curves_timed_side_by_side_take_turns_at_each_width(steady_second_call):
     calls = []
     curves = calibration.measure_curves([_CountingModel("a", calls), _CountingModel("b", calls)], (1, 4), repeats=1)
-    untimed = calibration._SWITCH_CALLS
+    untimed, check = calibration._SWITCH_CALLS, calibration._CHECK_CALLS
     # Widths upwards, then downwards; each model's second run of 4 follows its first, no untimed calls before it.
-    turns = [((name, width), untimed * (turn != 2) + 1) for turn, width in enumerate((1, 4, 4, 1)) for name in "ab"]
+    # The first two runs time enough calls to check the second call after a switch.
+    turns = [((name, width), untimed * (turn != 2) + (check if turn < calibration._CHECKS else 1))
+             for turn, width in enumerate((1, 4, 4, 1)) for name in "ab"]
     assert [call for call in calls if call[1] != calibration._CONTEXT] == [call for call, count in turns for _ in range(count)]
     assert len(curves) == 2 and all(sorted(curve.seconds) == [1, 4] for curve in curves)
 

@@ -52,9 +52,16 @@ _WIDE = 13
 # start's timing.
 _DEAR, _DEAR_SECONDS = 2.0, 0.01
 # Untimed calls at the start of a run: OpenVINO prepares a call of a new shape on its first call.
-# The second is already steady (bench.studies.after_switch: 0.96-1.06 of the later calls on the Zen 4
-# EPYC and on AVX2 kernels, the first 0.99-1.24), and every call left out is time a first start waits.
+# On the Zen 4 EPYC the second is already steady (bench.studies.after_switch: 0.96-1.06 of the later
+# calls, on its own kernels and on AVX2's; the first 0.99-1.24), and every call left out is time a
+# first start waits. On the Zen 5 EPYC a change of width slowed the next two calls (docs/design-notes.md).
+# So each measurement checks: its first two runs time _CHECK_CALLS calls after the untimed one, and
+# where in both the first of them is _SLOW_SECOND times the others' median or more, a run timed once
+# (a wide or dear call, or every call where repeats is 1) lets a second call pass untimed. Two checks,
+# not one: on the Zen 4 one check in four of a steady second call came out slow by chance. A run timed
+# thrice needs none: its median leaves one slow call out.
 _SWITCH_CALLS = 1
+_CHECK_CALLS, _CHECKS, _SLOW_SECOND = 3, 2, 1.1
 _FILE = "calibration.json"
 _lock = threading.Lock()
 
@@ -112,8 +119,9 @@ def measure_curve(model: CompiledLM, widths: tuple[int, ...] = CALIBRATED_WIDTHS
 
     Each width is timed in two runs of calls, the widths gone through upwards and then downwards, so
     a slow moment on a shared machine or a cold start does not land on one width alone. A run's
-    first call is not timed: a call right after one of another width also pays for OpenVINO
-    re-preparing the model, which the schedules count apart. Each width's seconds are the median
+    first call is not timed (its second too where this CPU's was found slow, _SLOW_SECOND): a call
+    right after one of another width also pays for OpenVINO re-preparing the model, which the
+    schedules count apart. Each width's seconds are the median
     of a run's timed calls (one call a run from _WIDE up, and for calls costing _DEAR steps or
     more), the quicker of its two runs: a busy moment only ever adds time. Cancelled between two
     widths once `stopped()` says so (a race wants the cores)."""
@@ -134,25 +142,41 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
             caches.append(model.new_cache())
             caches[-1].forward(list(range(1, context + 1)), keep=1)
         order = widths + widths[::-1]
+        before_once = [_SWITCH_CALLS] * len(models)  # per model: untimed calls before a run timed once
+        steady = [[] for _ in models]  # per model: what each check found
         for turn, width in enumerate(order):
             if stopped is not None and stopped():
                 raise Cancelled("timing stopped: the cores are wanted")
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
-            # The widest width's second run follows its first: no change of width to let pass.
-            untimed = 0 if turn and order[turn - 1] == width else _SWITCH_CALLS
-            for cache, medians in zip(caches, runs):
+            for model, (cache, medians) in enumerate(zip(caches, runs)):
+                timed = repeats if width < _WIDE and not _dear(medians, width) else 1
+                untimed = _SWITCH_CALLS if timed > 1 else before_once[model]
+                switched = turn == 0 or order[turn - 1] != width  # the widest width's second run follows its first
+                checking = switched and turn < _CHECKS  # is a run's second call as quick as the ones after it?
+                if checking:
+                    timed, untimed = max(timed, _CHECK_CALLS), _SWITCH_CALLS
+                elif not switched:
+                    untimed = 0
                 times = []
-                for call in range(untimed + (repeats if width < _WIDE and not _dear(medians, width) else 1)):
+                for call in range(untimed + timed):
                     started = time.perf_counter()
                     cache.forward(tokens)
                     if call >= untimed:
                         times.append(time.perf_counter() - started)
                     cache.trim(context)
+                if checking:
+                    steady[model].append(_second_call_steady(times))
+                    before_once[model] = _SWITCH_CALLS if any(steady[model]) else _SWITCH_CALLS + 1
                 medians[width].append(statistics.median(times))
     finally:
         for cache in caches:
             cache.release()
     return [CallCurve({width: min(values) for width, values in medians.items()}, machine()) for medians in runs]
+
+
+def _second_call_steady(times: list[float]) -> bool:
+    """Whether the first of `times` (a run's calls after its untimed one) is within _SLOW_SECOND of the others' median."""
+    return times[0] < _SLOW_SECOND * statistics.median(times[1:])
 
 
 def _dear(medians: dict[int, list[float]], width: int) -> bool:
