@@ -24,7 +24,8 @@ _STEADY_FROM = 2  # calls from this one on are the width's steady calls
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.studies.after_switch", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, required=True, help="write {cpu, ms: {width: [each call]}, of_steady: {width: [each call ÷ steady]}} here as JSON")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="write {cpu, ms: {width: [each call]}, of_steady: {width: [each call / steady]}} here as JSON")
     args = parser.parse_args(argv)
 
     from spec.models.calibration import cpu_name
