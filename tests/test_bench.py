@@ -285,3 +285,12 @@ def test_calls_prices_a_draft_models_calls_at_the_cost_given():
                   curve=lambda width: 1.0, switch=0.0)
     assert _record(**rounds)["predicted_decode_speedup"] == pytest.approx(9 / (5 + 0.15 * 5))
     assert _record(**rounds, draft_call=0.5)["predicted_decode_speedup"] == pytest.approx(9 / (5 + 0.5 * 5))
+
+
+def test_after_switch_times_each_call_after_a_change_of_width(tiny_pairs):
+    """bench.studies.after_switch: each width's first calls after another width's, and each over the steady ones."""
+    from bench.studies.after_switch import _CALLS, calls_after_switch, of_steady
+
+    seconds = calls_after_switch(tiny_pairs["llama"][0].model, (1, 2, 4))
+    assert sorted(seconds) == [1, 2, 4] and all(len(calls) == _CALLS and min(calls) > 0 for calls in seconds.values())
+    assert of_steady([0.3, 0.12, 0.1, 0.1, 0.1]) == [3.0, 1.2, 1.0, 1.0, 1.0]
