@@ -142,7 +142,6 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
             caches.append(model.new_cache())
             caches[-1].forward(list(range(1, context + 1)), keep=1)
         order = widths + widths[::-1]
-        before_once = [_SWITCH_CALLS] * len(models)  # per model: untimed calls before a run timed once
         steady = [[] for _ in models]  # per model: what each check found
         for turn, width in enumerate(order):
             if stopped is not None and stopped():
@@ -150,7 +149,8 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
             tokens = [(7 * i + 3) % 1000 + 1 for i in range(width)]  # any ids: the cost does not depend on them
             for model, (cache, medians) in enumerate(zip(caches, runs)):
                 timed = repeats if width < _WIDE and not _dear(medians, width) else 1
-                untimed = _SWITCH_CALLS if timed > 1 else before_once[model]
+                # A run timed once lets a second call pass untimed unless a check found it steady.
+                untimed = _SWITCH_CALLS if timed > 1 or any(steady[model]) else _SWITCH_CALLS + 1
                 switched = turn == 0 or order[turn - 1] != width  # the widest width's second run follows its first
                 checking = switched and turn < _CHECKS  # is a run's second call as quick as the ones after it?
                 if checking:
@@ -166,7 +166,6 @@ def measure_curves(models: list[CompiledLM], widths: tuple[int, ...] = CALIBRATE
                     cache.trim(context)
                 if checking:
                     steady[model].append(_second_call_steady(times))
-                    before_once[model] = _SWITCH_CALLS if any(steady[model]) else _SWITCH_CALLS + 1
                 medians[width].append(statistics.median(times))
     finally:
         for cache in caches:
