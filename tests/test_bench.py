@@ -258,6 +258,30 @@ def test_a_run_gives_its_own_cost_curve_and_answers(smoke_run):
         answers_from_results({"name": "x", "settings": [], "records": []})
 
 
+def test_a_replayed_target_answers_what_the_loop_asks_of_a_target(tiny_pairs):
+    """`bench.studies.calls --replay` runs the engine's loop against a stand-in that answers with a
+    recorded answer: it must answer whatever the loop asks of a target's cache (it once lacked
+    `others_called`, and every replay failed)."""
+    import numpy as np
+
+    from bench.studies.calls import _ReplayTarget
+    from spec import GenerationConfig
+    from spec.decoding.drafters import PromptLookupDrafter
+    from spec.decoding.generation import Generation
+    from spec.decoding.policy import LookupK
+    from spec.decoding.sampling import Sampler
+    from spec.decoding.speculative import speculative
+
+    tokenizer = tiny_pairs["llama"][0].tokenizer
+    eos = tokenizer.eos_token_id
+    prompt, answer = [5, 6, 7, 8, 5, 6], [7, 8, 5, 6, 7, 8, 9]
+    target = _ReplayTarget(prompt + answer + [eos], len(tokenizer))
+    generation = Generation(tokenizer, prompt, GenerationConfig(max_new_tokens=len(answer)), {eos})
+    sampler = Sampler(0.0, 0, 1.0, len(tokenizer), np.random.default_rng(0))
+    steps = list(speculative(target, PromptLookupDrafter(3), LookupK(4), sampler, generation))
+    assert [t for step in steps for t in step.token_ids] == answer and max(target.widths[1:]) > 1  # copied in verify calls
+
+
 def test_a_first_start_that_cannot_prepare_its_pair_is_reported_at_once(tmp_path):
     from bench.tools.first_start import FAILED
     from bench.tools.served_app import SetupError, wait_for_line
