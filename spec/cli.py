@@ -343,8 +343,8 @@ def prepare(args: argparse.Namespace) -> None:
         failures = prepare_models(todo.keys, progress, compile=not args.convert_only)
     progress.close()
     if failures:
-        raise ModelError(" ".join(failures) if len(failures) == 1 else
-                         f"{len(failures)} of {len(todo.keys)} models could not be prepared: " + " ".join(failures))
+        raise ModelError(failures[0] if len(failures) == 1 else  # one line each: they can be long
+                         f"{len(failures)} of {len(todo.keys)} models could not be prepared:\n- " + "\n- ".join(failures))
     print(f"[spec] Ready: {', '.join(key.ref for key in todo.keys)}, in {models_dir()}", file=sys.stderr)
 
 

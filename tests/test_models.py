@@ -7,6 +7,7 @@ converts SmolLM2 into the real cache (models_dir()) once, so repeated runs take 
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import threading
@@ -423,6 +424,17 @@ def test_leftovers_of_a_killed_export_are_removed(cache, checkpoints, fake_expor
     _drop_marker(entry)
     resolve_model(ref)
     assert not leftover.exists()
+
+
+def test_a_full_disk_says_where_and_leaves_nothing_behind(cache, checkpoints, monkeypatch):
+    def export_ir(checkpoint, out, weight_format):
+        (out / "openvino_model.bin").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(export, "_export_ir", export_ir)
+    with pytest.raises(ModelError, match=rf"ran out of space while converting .* into {cache}.*SPEC_MODELS_DIR"):
+        resolve_model(str(checkpoints / "tiny-llama"))
+    assert not list(cache.glob(".tmp-*")), "what the export had written is removed"
 
 
 def test_concurrent_requests_export_once(cache, checkpoints, int8_export, monkeypatch):

@@ -4,6 +4,7 @@ sentence while the server races on, bounded on disk (least recently used evicted
 operator's), and stopped once nobody waits for them."""
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import sys
@@ -16,8 +17,8 @@ import pytest
 
 from spec.config import DRAFT_MODEL, PROMPT_LOOKUP, GenerationConfig, ModelKey
 from spec.errors import Cancelled, ModelError
-from spec.models import export_process, weigh
-from spec.models.conversion_cache import models_dir
+from spec.models import export, export_process, weigh
+from spec.models.conversion_cache import convert_cached, models_dir
 from spec.models.registry import ModelRegistry
 from spec.models.resolve import resolve_model
 from spec.models.visitors import LEDGER, VisitorLimits, VisitorModels
@@ -139,6 +140,27 @@ def test_a_child_that_crashes_is_a_sentence(tmp_path, monkeypatch):
     monkeypatch.setattr(export_process, "_child_argv", lambda *args: crash)
     with pytest.raises(ModelError, match=r"Converting tiny crashed \(signal SIGSEGV\) in its own process"):
         export_process.run_child(tmp_path, tmp_path / "out", "int8", "tiny", tmp_path / "log", 10**9)
+
+
+def test_a_full_disk_in_the_child_is_said_as_such(tmp_path, monkeypatch):
+    def export_ir(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(export, "export_ir", export_ir)
+    result = tmp_path / "result.json"
+    assert export_process.main([str(tmp_path), str(tmp_path / "out"), "int8", "tiny", str(result)]) == 4
+    assert json.loads(result.read_text()) == {"error": "disk"}
+
+
+def test_a_full_disk_in_a_visitors_conversion_names_no_server_folder(tmp_path, fresh_models_dir, monkeypatch):
+    says_full = "import json, sys; open(sys.argv[1], 'w').write(json.dumps({'error': 'disk'})); sys.exit(4)"
+    monkeypatch.setattr(export_process, "_child_argv", lambda *args: [sys.executable, "-c", says_full, str(args[-1])])
+    exporter = export_process.exporter(10**9, lambda message, fraction: None)
+    with pytest.raises(ModelError, match="The server ran out of disk space while converting tiny: try a smaller model") as raised:
+        convert_cached("someone/tiny", "tiny", {"n": 1}, "int8", lambda work_dir: tmp_path, lambda message, fraction: None,
+                       1, exporter)
+    assert str(models_dir()) not in str(raised.value)
+    assert not list(models_dir().glob(".tmp-*"))
 
 
 def test_one_conversion_at_a_time_the_next_says_it_waits_and_stops_when_nobody_does(tmp_path, monkeypatch):

@@ -9,6 +9,7 @@ file lock per entry makes concurrent requests for the same conversion export it 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -21,7 +22,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
-from spec.errors import Cancelled
+from spec.errors import Cancelled, ModelError
 from spec.models import export, library_output
 from spec.models.export import IR_BIN, IR_XML
 from spec.progress import ProgressFn, phase
@@ -31,6 +32,7 @@ logger = logging.getLogger(__name__)
 MARKER = "spec-entry.json"
 # Bump when the conversion itself changes, so that old cache entries are not reused.
 RECIPE = "optimum-export+nncf-v1"
+NEARLY_FULL = 128 * 2**20  # free bytes below which a failed conversion is put down to the disk
 
 _verified: dict[Path, tuple[int, int]] = {}  # entry -> marker (mtime_ns, size) already checked here
 # One export at a time in this process: each holds up to gigabytes. A pair's models convert side by
@@ -116,6 +118,15 @@ def convert_cached(
         except Cancelled:
             logger.info("Stopped converting %s: nobody waits for it any more", name)
             raise
+        except Exception as error:
+            # Libraries say a full disk in their own words, or not at all (the GGUF reader's child
+            # exits 0 without its IR): a failure with the disk all but full is the disk's.
+            if getattr(error, "errno", None) == errno.ENOSPC or shutil.disk_usage(cache).free < NEARLY_FULL:
+                shutil.rmtree(scratch, ignore_errors=True)  # what it had written is freed before saying how much is free
+                shutil.rmtree(work_dir, ignore_errors=True)
+                raise ModelError(_disk_full(name, None if exporter else cache)) from error
+            logger.warning("Converting %s failed; what the libraries printed meanwhile is in %s", name, log)
+            raise
         except BaseException:
             logger.warning("Converting %s failed; what the libraries printed meanwhile is in %s", name, log)
             raise
@@ -135,6 +146,16 @@ def _taking_turns(report: ProgressFn, name: str) -> Iterator[None]:
         yield
     finally:
         _exporting.release()
+
+
+def _disk_full(name: str, cache: Path | None) -> str:
+    """What to do about a full disk; `cache` None for a visitor's model, who is not shown the server's folders."""
+    if cache is None:
+        return f"The server ran out of disk space while converting {name}: try a smaller model, or again later."
+    free = shutil.disk_usage(cache).free / 2**30
+    return (f"The disk ran out of space while converting {name} into {cache} ({free:.1f} GB free now; the default pair "
+            "takes about 5 GB there, the quick pair 0.3 GB). Free some space on that disk, or set SPEC_MODELS_DIR to a "
+            "folder on one with room, and try again.")
 
 
 def _expected_export_seconds(checkpoint: Path) -> float:

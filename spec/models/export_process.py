@@ -13,6 +13,7 @@ that nobody waits for any more is killed.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -96,6 +97,8 @@ def run_child(checkpoint: Path, out: Path, weight_format: str, name: str, log: P
                          "pick a smaller model.")
     if outcome.get("error") == "model":
         raise ModelError(str(outcome.get("message")))
+    if outcome.get("error") == "disk":  # spec.models.conversion_cache says so, as for an export here
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
     raise ModelError(f"Converting {name} crashed ({how}) in its own process, and the server is fine: try another model.")
 
@@ -150,6 +153,8 @@ def main(argv: list[str]) -> int:
     except BaseException as error:  # noqa: BLE001 -- every failure becomes the outcome the server reads
         if _out_of_memory(error):
             outcome, code = {"error": "memory"}, 3
+        elif isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            outcome, code = {"error": "disk"}, 4
         elif isinstance(error, ModelError):
             outcome, code = {"error": "model", "message": str(error)}, 2
         else:
