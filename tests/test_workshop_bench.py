@@ -26,6 +26,7 @@ def tiny_app_env(tmp_path_factory, tiny_models_dir):
     env = {
         "SPEC_APP_TARGET": str(target), "SPEC_APP_DRAFT": str(draft), "SPEC_APP_WEIGHT_FORMAT": "fp32",
         "SPEC_APP_PRECISION": "f32", "SPEC_MODELS_DIR": str(tiny_models_dir), "SPEC_CONCURRENCY": "1",
+        "TMPDIR": str(root),  # the served app's log: with the test's files, not left in /tmp
     }
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
