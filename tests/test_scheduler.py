@@ -279,6 +279,29 @@ def test_a_prompt_too_long_is_refused_at_once_and_a_failure_reaches_every_viewer
     assert seen[-1].phase == RacePhase.FAILED and "shorten it" in seen[-1].error
 
 
+def test_a_model_that_fails_tells_visitors_without_the_servers_folders(pair, monkeypatch, caplog, tmp_path):
+    from spec.errors import ModelError
+    from spec.models.conversion_cache import models_dir
+    from spec.serving import scheduler as scheduling
+
+    registry, keys = pair
+    monkeypatch.setenv("SPEC_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("HOME", str(tmp_path / "alice"))
+    said = f"The disk ran out of space while converting target into {models_dir()} (read {tmp_path / 'alice' / 'notes'})."
+
+    def fails(*args):
+        raise ModelError(said)
+
+    monkeypatch.setattr(scheduling, "load_pair", fails)
+    caplog.set_level("WARNING")
+    scheduler = Scheduler(registry)
+    recording, how = scheduler.submit(request(keys))
+    seen = views(scheduler, recording, how)[-1]
+    assert seen.phase == RacePhase.FAILED
+    assert seen.error == "The disk ran out of space while converting target into the server's models folder (read ~/notes)."
+    assert said in caplog.text, "the operator's log has the whole sentence"
+
+
 def test_a_second_request_from_one_session_replaces_its_first_in_line(pair):
     registry, keys = pair
     scheduler = Scheduler(registry, max_waiting=2, start=False)

@@ -24,6 +24,7 @@ from pathlib import Path
 from spec.decoding import kept_pairs
 from spec.decoding.engine import LearnedState
 from spec.errors import Cancelled, ModelError
+from spec.models.conversion_cache import models_dir
 from spec.models.registry import ModelRegistry
 from spec.serving.limits import Limits, PromptTooLong, check_prompt
 from spec.serving.loading import load_pair
@@ -34,6 +35,17 @@ from spec.serving.store import RecordingStore
 from spec.serving.verdict import CANCELLED, REPLACED, Verdict
 
 log = logging.getLogger(__name__)
+
+
+def for_visitors(message: str) -> str:
+    """`message` with the server's folders (its models folder, its user's home) named, not shown:
+    an operator's model that fails says where on the server, which is no visitor's business."""
+    for folder, name in ((models_dir(), "the server's models folder"), (Path.home(), "~")):
+        if len(folder.parts) > 1:  # a home of "/" would take every slash with it
+            message = message.replace(str(folder), name)
+    return message
+
+
 _IDLE_LOOK = 1.0  # seconds between an idle worker's looks for curves to time
 
 
@@ -312,7 +324,10 @@ class Scheduler:
                 recording.record(update)
         except Cancelled:  # a visitor's model stopped loading: nobody watches this race any more
             recording.stop(Verdict(None, False, None, None, CANCELLED))
-        except (PromptTooLong, ValueError, ModelError) as error:
+        except ModelError as error:
+            log.warning("A race on %s could not start: %s", request.target.ref, error)  # the whole sentence, for the operator
+            recording.fail(for_visitors(str(error)))
+        except (PromptTooLong, ValueError) as error:
             recording.fail(str(error))
         except MemoryError:
             recording.fail("The server ran out of memory: try a smaller model pair or fewer new tokens, or come back later.")
