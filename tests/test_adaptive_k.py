@@ -362,6 +362,23 @@ def test_lookup_measures_each_width_and_the_switch():
     assert schedule.costs.seconds[1] == 1.0 and schedule.costs.switch == pytest.approx(0.3)
 
 
+def test_after_the_other_lanes_step_a_round_pays_the_switch_and_a_step_does_not():
+    """The race's lanes call one compiled target, which re-prepares for a call of another width
+    whoever made the last one (bench.studies.other_lane): after the other lane's step a round is
+    priced with the switch and a step is not, and a step then is timed as a steady one."""
+    schedule = LookupK(4, costs=CallCosts({1: 1.0, 5: 1.1}, switch=0.2))
+    schedule.observe_other_call(1)
+    assert schedule.cost(5) == pytest.approx(1.3) and schedule.cost(1) == pytest.approx(1.0)
+    schedule._called.add(1)  # this generation has stepped before
+    schedule.observe_plain(0.8)
+    assert schedule.costs.seconds[1] < 1.0, "learned as a steady step"
+    unknown = LookupK(4, costs=CallCosts({1: 1.0, 5: 1.1}, switch=0.2))
+    unknown.observe_other_call()
+    unknown._called.add(1)
+    unknown.observe_plain(0.8)
+    assert unknown.costs.seconds[1] == 1.0, "after a call of unknown width, nothing is learned"
+
+
 def test_a_generations_first_call_at_a_width_teaches_no_switch():
     """A generation's first call at a width also pays OpenVINO preparing that width for its own
     cache, once: far more than the switch between two widths it has called. Learned as a switch, one

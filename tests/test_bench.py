@@ -261,7 +261,7 @@ def test_a_run_gives_its_own_cost_curve_and_answers(smoke_run):
 def test_a_replayed_target_answers_what_the_loop_asks_of_a_target(tiny_pairs):
     """`bench.studies.calls --replay` runs the engine's loop against a stand-in that answers with a
     recorded answer: it must answer whatever the loop asks of a target's cache (it once lacked
-    `others_called`, and every replay failed)."""
+    what the loop asks of the other lane's calls, and every replay failed)."""
     import numpy as np
 
     from bench.studies.calls import _ReplayTarget

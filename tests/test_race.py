@@ -63,7 +63,7 @@ def test_the_speculative_lane_learns_no_call_that_came_right_after_the_other_lan
     from spec.decoding.policy.costs import TimedSchedule
 
     heard = []
-    monkeypatch.setattr(TimedSchedule, "observe_other_call", lambda self: heard.append(self) or setattr(self, "_last_width", None))
+    monkeypatch.setattr(TimedSchedule, "observe_other_call", lambda self, width=None: heard.append(self) or setattr(self, "_last_width", width))
     target, draft = tiny_pairs["llama"]
     config = GenerationConfig(max_new_tokens=24, num_assistant_tokens=3, dynamic_k=True)
     generate("The quick brown fox", target, config, draft=draft)

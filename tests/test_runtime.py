@@ -33,17 +33,18 @@ def test_caches_of_one_compiled_model_are_independent(tiny_pairs):
     np.testing.assert_allclose(a.forward([8]), one, atol=1e-5)
 
 
-def test_a_cache_knows_when_another_called_its_model_since_its_own_last_call(tiny_pairs):
+def test_a_cache_knows_how_wide_another_caches_call_of_its_model_was_since_its_own_last(tiny_pairs):
     """Caches of one compiled model share its prepared shapes: the race's two lanes learn from this
-    which of their calls came right after the other's, and so paid for a change of width."""
+    which of their calls came right after the other's, and of which width, so whether it paid for a
+    change of width (bench.studies.other_lane)."""
     target, _ = tiny_pairs["llama"]
     a, b = target.model.new_cache(), target.model.new_cache()
     a.forward([5, 6, 7])
-    assert not a.others_called
+    assert a.others_width is None
     b.forward([100, 101])
-    assert a.others_called and not b.others_called
+    assert a.others_width == 2 and b.others_width is None, "the width of the other's call: what the next one switches from"
     a.forward([8])
-    assert not a.others_called and b.others_called
+    assert a.others_width is None and b.others_width == 1
 
 
 def test_trim_rejects_lengths_it_does_not_hold(tiny_pairs):

@@ -228,7 +228,7 @@ class _ReplayTarget:
     """Stands in for the target under greedy decoding: after a context that follows the recorded
     answer, its next token is the answer's next token (any other context gets token 0)."""
 
-    others_called = False  # no other generation shares it (the race's other lane does, in the engine)
+    others_width = None  # no other generation shares it (the race's other lane does, in the engine)
 
     def __init__(self, answer: list[int], vocab: int):
         self.answer, self.vocab = answer, vocab

@@ -50,7 +50,7 @@ def speculative(
     generation.resume()
     target_cache.reset()
     token, _ = decode_one_token(target_cache, generation.prompt_ids, sampler)  # prefill: the first token is the target's
-    schedule.observe_other_call()  # the prompt's
+    schedule.observe_other_call(len(generation.prompt_ids))  # the prompt's
     generation.stats.target_calls += 1
     context = [*generation.prompt_ids, token]  # the target's cache holds all but the last token
     step = generation.emit([token], [TARGET])
@@ -60,8 +60,9 @@ def speculative(
         if cancel is not None and cancel.is_set():
             yield generation.cancel()
             return
-        if target_cache.others_called:  # another generation on this compiled model (the race's other lane) called it since
-            schedule.observe_other_call()
+        other = target_cache.others_width  # another generation on this compiled model (the race's other lane) called it since
+        if other is not None:
+            schedule.observe_other_call(other)
         k, draft_length, source = schedule.next_round(context)
         if k == 0 or generation.remaining == 1:  # drafting does not pay right now (or one token is left)
             step = _plain_step(target_cache, context, sampler, schedule, generation)

@@ -115,9 +115,11 @@ class CompiledLM:
         self._idle: list[ov.InferRequest] = []
         self._idle_lock = threading.Lock()
         self._grown = False  # a large call made the model's scratch memory grow: give it back when idle
-        # Calls so far through any of its caches: its requests share the CPU plugin's prepared
-        # shapes, so a call right after another cache's of another width pays for re-preparing.
+        # Calls so far through any of its caches, and the last one's input width: its requests share
+        # the CPU plugin's prepared shapes, so a call right after another cache's of another width
+        # pays for re-preparing, and one of the same width does not.
         self.calls = 0
+        self.last_width: int | None = None
 
     def applied(self, names: Sequence[str]) -> tuple[tuple[str, str], ...] | None:
         """What the device says it applies for each of the property `names` (its own choice where
@@ -285,6 +287,7 @@ class StatefulLM:
             inputs["logits_to_keep"] = np.array([keep], dtype=np.int64)
         self._request.infer(inputs, share_inputs=True, share_outputs=True)
         self._model.calls += 1
+        self._model.last_width = n
         self._seen = self._model.calls
         self._slots = slots
         self._large = self._large or n > _POOL_MAX_WIDTH or len(slots) > _POOL_MAX_LENGTH
@@ -293,9 +296,10 @@ class StatefulLM:
         return np.array(self._request.get_output_tensor(0).data[0, -keep:], dtype=np.float32)
 
     @property
-    def others_called(self) -> bool:
-        """Whether another cache has called the compiled model since this one's last call."""
-        return self._model.calls != self._seen
+    def others_width(self) -> int | None:
+        """The input width of the compiled model's last call where another cache made it since this
+        one's last call (the race's other lane); None where none did."""
+        return self._model.last_width if self._model.calls != self._seen else None
 
     def trim(self, length: int) -> None:
         """Roll the cache back to its first `length` tokens (drop rejected tokens)."""

@@ -117,10 +117,12 @@ class TimedSchedule:
         self._last_width: int | None = None  # input width of the previous target call; None: unknown
         self._called: set[int] = set()  # widths this generation has called the target at
 
-    def observe_other_call(self) -> None:
-        """The target's last call was none of this schedule's (the prompt's, or another generation's
-        on the same compiled model, as the race's other lane): the next call changes width."""
-        self._last_width = None
+    def observe_other_call(self, width: int | None = None) -> None:
+        """The target's last call, of `width` tokens (None: not known), was none of this schedule's
+        (the prompt's, or another generation's on the same compiled model, as the race's other lane).
+        The next call pays the change of width from that one, or none where it is as wide: a round
+        right after the other lane's step is priced with it, and a step after a step is timed as steady."""
+        self._last_width = width
 
     def observe_plain(self, seconds: float) -> None:
         """Learn a plain step's cost, when it is a fair sample (see CallCosts.observe)."""

@@ -37,9 +37,10 @@ class Schedule(Protocol):
         guesses that would fill the rest are not worth their width. Between max(1, drafted) and the
         planned K."""
 
-    def observe_other_call(self) -> None:
-        """The target's last call was none of this schedule's (the prompt's, or another generation's
-        on the same compiled model): the next call changes width."""
+    def observe_other_call(self, width: int | None = None) -> None:
+        """The target's last call, of `width` tokens (None: not known), was none of this schedule's
+        (the prompt's, or another generation's on the same compiled model): the next call is priced,
+        and learned from, as one right after a call of that width."""
 
     def observe_plain(self, seconds: float) -> None:
         """A plain one-token target step took `seconds`."""
