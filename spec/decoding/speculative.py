@@ -50,7 +50,7 @@ def speculative(
     generation.resume()
     target_cache.reset()
     token, _ = decode_one_token(target_cache, generation.prompt_ids, sampler)  # prefill: the first token is the target's
-    schedule.observe_other_call(len(generation.prompt_ids))  # the prompt's
+    schedule.observe_other_call()  # the prompt's: unknown, so the first round is planned as nothing was called yet
     generation.stats.target_calls += 1
     context = [*generation.prompt_ids, token]  # the target's cache holds all but the last token
     step = generation.emit([token], [TARGET])
