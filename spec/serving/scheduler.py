@@ -15,6 +15,7 @@ visitor's race: a preheat nobody watches is stopped and queued again behind it.
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import threading
 import time
@@ -40,9 +41,13 @@ log = logging.getLogger(__name__)
 def for_visitors(message: str) -> str:
     """`message` with the server's folders (its models folder, its user's home) named, not shown:
     an operator's model that fails says where on the server, which is no visitor's business."""
-    for folder, name in ((models_dir(), "the server's models folder"), (Path.home(), "~")):
-        if len(folder.parts) > 1:  # a home of "/" would take every slash with it
-            message = message.replace(str(folder), name)
+    try:
+        models = str(models_dir())
+    except OSError:  # a folder that cannot be made: its failure is what the message says
+        models = ""
+    for folder, name in ((models, "the server's models folder"), (os.path.expanduser("~"), "~")):
+        if folder not in ("", "/", "~"):  # no home, or a home of "/" that would take every slash with it
+            message = message.replace(folder, name)
     return message
 
 
