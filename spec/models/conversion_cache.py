@@ -118,16 +118,14 @@ def convert_cached(
         except Cancelled:
             logger.info("Stopped converting %s: nobody waits for it any more", name)
             raise
-        except Exception as error:
+        except BaseException as error:
             # Libraries say a full disk in their own words, or not at all (the GGUF reader's child
             # exits 0 without its IR): a failure with the disk all but full is the disk's.
-            if getattr(error, "errno", None) == errno.ENOSPC or shutil.disk_usage(cache).free < NEARLY_FULL:
+            if isinstance(error, Exception) and (getattr(error, "errno", None) == errno.ENOSPC
+                                                 or shutil.disk_usage(cache).free < NEARLY_FULL):
                 shutil.rmtree(scratch, ignore_errors=True)  # what it had written is freed before saying how much is free
                 shutil.rmtree(work_dir, ignore_errors=True)
                 raise ModelError(_disk_full(name, None if exporter else cache)) from error
-            logger.warning("Converting %s failed; what the libraries printed meanwhile is in %s", name, log)
-            raise
-        except BaseException:
             logger.warning("Converting %s failed; what the libraries printed meanwhile is in %s", name, log)
             raise
         finally:

@@ -35,20 +35,14 @@ def export_ir(checkpoint: Path, out: Path, weight_format: str, name: str,
             _export_ir(checkpoint, out, weight_format)
     except ModelError:
         raise
-    except OSError as e:
-        if e.errno == errno.ENOSPC:  # the disk, not the model: spec.models.conversion_cache says where
-            raise
-        raise _not_converted(name, e) from e
     except Exception as e:
-        raise _not_converted(name, e) from e
-
-
-def _not_converted(name: str, e: Exception) -> ModelError:
-    detail = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-    return ModelError(
-        f"Could not convert {name} to OpenVINO ({detail}): pick a model whose architecture "
-        "optimum-intel can export, such as Llama, Qwen2 or Phi."
-    )
+        if getattr(e, "errno", None) == errno.ENOSPC:  # the disk, not the model: spec.models.conversion_cache says where
+            raise
+        detail = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        raise ModelError(
+            f"Could not convert {name} to OpenVINO ({detail}): pick a model whose architecture "
+            "optimum-intel can export, such as Llama, Qwen2 or Phi."
+        ) from e
 
 
 def gguf_file(checkpoint: Path) -> Path | None:
