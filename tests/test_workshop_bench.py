@@ -82,6 +82,9 @@ def test_served_reports_positive_ratios_per_lane(tiny_app_env, capsys):
     ratios = result["per_example"]["Tiny one"]["race"]
     assert set(ratios) == {"autoregressive", "speculative"} and all(r > 0 for r in ratios.values()), ratios
     assert all(t["measured"] > 0 and "race: served / alone >= 0.95" in t["target"] for t in result["targets"])
+    # Each median with how far it could move by chance, and whether the run settles its target.
+    assert all(t["interval"][0] <= t["interval"][1] and t["settled"] in (True, False) for t in result["targets"])
+    assert "90% interval" in printed
     assert "| Tiny one | autoregressive |" in printed and json.loads(printed.strip().splitlines()[-1])["medians"]["race"]
     # Every figure names its CPU, and says where the cores went while the app served the race.
     assert result["settings"]["cpu"] in printed and "cores" in result["settings"]["cpu"]

@@ -108,7 +108,8 @@ def judge_own_targets(figures: dict) -> list[Verdict]:
     targets = figures.get("targets") or []
     if not targets:
         return [Verdict("the tool's targets", "none reported", False)]
-    return [Verdict(t["target"], str(t.get("measured")), t.get("met")) for t in targets]
+    return [Verdict(t["target"], str(t.get("measured")) + (f" (90% interval {t['interval'][0]}-{t['interval'][1]})" if t.get("interval") else ""),
+                    t.get("met")) for t in targets]
 
 
 def judge_served(figures: dict) -> list[Verdict]:
