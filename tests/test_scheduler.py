@@ -250,6 +250,30 @@ def test_a_visitor_who_leaves_stops_a_race_nobody_else_watches(pair):
     assert blocker.cancel.is_set(), "nobody watches it any more: the computation stops"
 
 
+def stopped_view(scheduler, recording):
+    """The last view of a viewer who presses Stop once both lanes show tokens."""
+    cancel, seen = threading.Event(), []
+    for view in watch(recording, Viewing.LIVE, scheduler.place, cancel, 0.0):
+        seen.append(view)
+        if view.autoregressive.token_ids and view.speculative.token_ids:
+            cancel.set()
+    return seen[-1]
+
+
+def test_a_stopped_greedy_race_compares_the_texts_shown_a_sampled_one_does_not(pair):
+    registry, keys = pair
+    scheduler = Scheduler(registry)
+    greedy, _ = scheduler.submit(request(keys, max_new_tokens=200))
+    last = stopped_view(scheduler, greedy)
+    assert last.phase == RacePhase.STOPPED and last.verdict.stopped == CANCELLED
+    assert last.verdict.identical is True, "f32 greedy: what both lanes showed is the same text so far"
+    scheduler.leave(greedy)
+    sampled, _ = scheduler.submit(request(keys, prompt="Once upon a time", max_new_tokens=200, temperature=0.8, seed=1))
+    last = stopped_view(scheduler, sampled)
+    assert last.verdict.stopped == CANCELLED and last.verdict.identical is None, "sampled texts may rightly differ"
+    scheduler.leave(sampled)
+
+
 def test_the_line_is_bounded_and_a_waiting_race_knows_its_wait(pair):
     registry, keys = pair
     scheduler = Scheduler(registry, max_waiting=2, start=False)

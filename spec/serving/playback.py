@@ -18,7 +18,7 @@ from spec.config import AUTOREGRESSIVE, SPECULATIVE
 from spec.serving.lanes import Lane
 from spec.serving.phases import RacePhase, Viewing
 from spec.serving.recording import Frame, Recording, cpu_name
-from spec.serving.verdict import CANCELLED, Verdict
+from spec.serving.verdict import CANCELLED, Verdict, verdict as judge
 
 # How often a view may be sent: fast enough to look live, rare enough that rendering it (on a
 # browser that may share the race's cores) stays a small cost.
@@ -96,8 +96,11 @@ def watch(
         shown = due
         stopping = cancel.is_set() and not ended
         if ended or stopping:
-            if stopping:
-                verdict = Verdict(verdict.speedup if verdict else None, False, None, None, CANCELLED)
+            if stopping:  # a greedy race's texts are compared as far as this viewer saw them
+                request = recording.request
+                shown_texts = judge(lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], request.config, CANCELLED) if request else None
+                verdict = Verdict(verdict.speedup if verdict else None, False, shown_texts and shown_texts.identical,
+                                  shown_texts and shown_texts.first_difference, CANCELLED)
                 phase = RacePhase.STOPPED
             yield View(phase, how, recording, lanes[AUTOREGRESSIVE], lanes[SPECULATIVE], new, verdict, error, watching=watching)
             return
