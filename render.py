@@ -255,7 +255,8 @@ def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, preci
     else:
         speed = (f"Decoding: speculative {sp.stats.decode_tokens_per_second:.1f} vs autoregressive "
                  f"{ar.stats.decode_tokens_per_second:.1f} tokens/s; time to first token {seconds(sp.stats.ttft_seconds)} "
-                 f"vs {seconds(ar.stats.ttft_seconds)} (reading the prompt, the same work for both).")
+                 f"vs {seconds(ar.stats.ttft_seconds)} (reading the prompt: the same work for both, left out of the speed-up; "
+                 "speculative reads it first and pays the start's one-off costs).")
     if result.stopped == CANCELLED:
         speed = "Stopped. " + speed
     elif result.stopped == OUT_OF_TIME:
@@ -430,7 +431,8 @@ each round. {SAME_TEXT_PROMISE}
 **How the race is measured.** Both methods run on this machine taking turns: whichever has used
 less compute time goes next, so they never compete for the CPU. Each method's clock runs only
 while it computes. Decode tokens/s counts the tokens after the first over the compute time after the
-first token (reading the prompt is the same work for both); the speed-up is their ratio, called once
+first token (reading the prompt is the same work for both; the speculative lane goes first, so a
+first call's one-off costs, such as a new prompt length's, fall on it); the speed-up is their ratio, called once
 both made {MIN_TOKENS_FOR_VERDICT} tokens. Models load before the clocks start.
 
 **Many visitors, one race.** Each distinct race (pair, prompt, settings, seed) is computed once: asking
