@@ -686,10 +686,19 @@ def test_a_full_line_reads_busy_without_error_styling(served, browser, slow_race
     # Distinct races (another length each): identical ones would join, taking no place in line. One
     # visitor each: a visitor's second race would replace its first in line, not queue behind it.
     visitors = [client(served) for _ in range(app.S.max_queue + 1)]
-    jobs = [visitor.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS - 10 - i), api_name="/race")
-            for i, visitor in enumerate(visitors)]
+    jobs = []
+
+    def arrive(i: int) -> None:
+        jobs.append(visitors[i].submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS - 10 - i), api_name="/race"))
+
     page = browser.new_page()
     try:
+        # The first race runs before the others arrive: all at once, they could find the worker timing a
+        # model's curves (spec.serving.scheduler) and fill the line before one of them leaves it to run.
+        arrive(0)
+        wait_for(lambda: app.scheduler.counts() == (1, 0), 30, "the first race to run")
+        for i in range(1, len(visitors)):
+            arrive(i)
         wait_for(lambda: app.scheduler.counts() == (1, app.S.max_queue), 30, "the line to fill")
         page.goto(served.url, wait_until="domcontentloaded")
         page.locator("#prompt textarea").fill("Once upon a time")  # the tiny model's context is short
