@@ -125,3 +125,22 @@ def test_a_model_reference_becomes_a_key_with_the_device_from_the_environment(mo
         model_key("owner/name", precision="bf16")
     with pytest.raises(ValueError, match="model must be a Hub id.*got int 7"):
         model_key(7)
+
+
+def test_a_device_openvino_does_not_see_is_named_before_the_model_is_fetched(monkeypatch):
+    from spec.models import runtime
+
+    class Core:  # a machine with two GPUs beside its CPU
+        available_devices = ["CPU", "GPU.0", "GPU.1"]
+
+    monkeypatch.setattr(runtime, "core", Core)
+    for device in ("CPU", "GPU", "GPU.1", "AUTO:GPU,CPU", "HETERO:GPU.0,CPU"):
+        runtime.check_device(device)
+    with pytest.raises(ValueError, match=r"no device 'NPU' on this machine: use one of CPU, GPU.0, GPU.1$"):
+        runtime.check_device("NPU")
+    with pytest.raises(ValueError, match=r"no device 'gpu' on this machine \(GPU: names are upper case\)"):
+        runtime.check_device("gpu")
+    # load_model says so before it looks for the model: this one is on no Hub and in no cache.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="no device 'NPU'"):
+        load_model("owner/not-fetched", device="NPU")

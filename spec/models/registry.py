@@ -26,7 +26,7 @@ from spec.models.export import IR_XML
 from spec.models.hub import StopFn
 from spec.models.memory import available_bytes
 from spec.models.resolve import ResolvedModel, resolve_model
-from spec.models.runtime import CompiledLM, compile_model
+from spec.models.runtime import CompiledLM, check_device, compile_model
 from spec.models.tuning import CANDIDATES, FIRST, Tuning, is_kept, tune
 from spec.models.visitors import VisitorModels
 from spec.models.weigh import gb, memory_for_copies
@@ -202,6 +202,7 @@ def load_model(
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
 
     key = model_key(model, weight_format, precision, device)
+    check_device(key.device)
     resolved = resolve_model(key.ref, key.weight_format, progress, key.hub_only, visitors, stopped)
     cache_dir = _compiled_dir(key)
     try:

@@ -99,6 +99,23 @@ def core() -> ov.Core:
         return _core
 
 
+# Devices that choose or combine others ("AUTO:GPU,CPU"): OpenVINO checks what they name when it compiles.
+_VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
+
+
+def check_device(device: str) -> None:
+    """ValueError for a device OpenVINO does not see on this machine, naming those it does: said before
+    a model is downloaded or converted for it, not as the plugin's failure to load a library."""
+    name = device.split(":")[0].strip()
+    if name in _VIRTUAL_DEVICES:
+        return
+    seen = core().available_devices  # "GPU.0", "GPU.1" where there are two, either of which "GPU" names
+    names = set(seen) | {found.split(".")[0] for found in seen}
+    if name not in names:
+        case = f" ({name.upper()}: names are upper case)" if name.upper() in names else ""
+        raise ValueError(f"OpenVINO finds no device {device!r} on this machine{case}: use one of {', '.join(seen)}")
+
+
 class CompiledLM:
     """A compiled stateful causal LM plus what its KV cache needs: each state's sequence axis."""
 
