@@ -127,13 +127,14 @@ def test_a_model_reference_becomes_a_key_with_the_device_from_the_environment(mo
         model_key(7)
 
 
+class _TwoGpus:  # OpenVINO's Core on a machine with two GPUs beside its CPU
+    available_devices = ["CPU", "GPU.0", "GPU.1"]
+
+
 def test_a_device_openvino_does_not_see_is_named_before_the_model_is_fetched(monkeypatch):
     from spec.models import runtime
 
-    class Core:  # a machine with two GPUs beside its CPU
-        available_devices = ["CPU", "GPU.0", "GPU.1"]
-
-    monkeypatch.setattr(runtime, "core", Core)
+    monkeypatch.setattr(runtime, "core", _TwoGpus)
     for device in ("CPU", "GPU", "GPU.1", "AUTO:GPU,CPU", "HETERO:GPU.0,CPU"):
         runtime.check_device(device)
     with pytest.raises(ValueError, match=r"no device 'NPU' on this machine: use one of CPU, GPU.0, GPU.1$"):
@@ -144,3 +145,17 @@ def test_a_device_openvino_does_not_see_is_named_before_the_model_is_fetched(mon
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ValueError, match="no device 'NPU'"):
         load_model("owner/not-fetched", device="NPU")
+
+
+def test_the_server_stops_at_start_up_on_a_device_or_a_format_it_cannot_use(monkeypatch):
+    from spec.models import runtime
+    from spec.serving.settings import ServerSettings
+
+    monkeypatch.setattr(runtime, "core", _TwoGpus)
+    assert ServerSettings.from_env({"SPEC_DEVICE": "GPU"}).device == "GPU"
+    with pytest.raises(SystemExit, match="SPEC_DEVICE='NPU': OpenVINO finds no device 'NPU'"):
+        ServerSettings.from_env({"SPEC_DEVICE": "NPU"})
+    with pytest.raises(SystemExit, match="SPEC_APP_WEIGHT_FORMAT must be one of int8, int4, fp32, got 'int3'"):
+        ServerSettings.from_env({"SPEC_APP_WEIGHT_FORMAT": "int3"})
+    with pytest.raises(SystemExit, match="SPEC_APP_PRECISION must be one of f32, default, got 'bf16'"):
+        ServerSettings.from_env({"SPEC_APP_PRECISION": "bf16"})

@@ -9,6 +9,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from spec.config import PRECISIONS, WEIGHT_FORMATS
+
 if TYPE_CHECKING:
     from spec.models.visitors import VisitorLimits
 
@@ -117,4 +119,14 @@ class ServerSettings:
                                ("update_seconds", "SPEC_APP_UPDATE_SECONDS"), ("max_race_seconds", "SPEC_MAX_RACE_SECONDS")):
             if values[name] < 0:
                 raise SystemExit(f"{variable} must not be negative, got {values[name]}")
+        for name, variable, allowed in (("weight_format", "SPEC_APP_WEIGHT_FORMAT", WEIGHT_FORMATS),
+                                        ("precision", "SPEC_APP_PRECISION", PRECISIONS)):
+            if values[name] not in allowed:
+                raise SystemExit(f"{variable} must be one of {', '.join(allowed)}, got {values[name]!r}")
+        from spec.models.runtime import check_device  # OpenVINO, once the cheap checks passed
+
+        try:
+            check_device(values["device"])  # before the page offers pairs that could never load
+        except ValueError as error:
+            raise SystemExit(f"SPEC_DEVICE={values['device']!r}: {error}") from None
         return cls(**values)
