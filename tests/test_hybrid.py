@@ -7,7 +7,7 @@ from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.engine import generate, stream
 from spec.decoding.generation import ACCEPTED, LOOKUP
 from spec.decoding.policy import HybridK, LookupAcceptance, PairMemory, Round, RoundResult
-from spec.decoding.policy.expectations import LEAST_YIELD, MOST_OVERRUN
+from spec.decoding.policy.expectations import LEAST_YIELD
 from tests.test_adaptive_k import COPYING, NEW_TEXT
 from tests.test_cross_tokenizer import PROMPT, greedy_text
 
@@ -259,34 +259,3 @@ def test_a_draft_model_round_that_stopped_early_is_checked_at_the_width_that_yie
     assert dear.verify_k(4) == 4  # it made all it was asked for
     cheap = timed(alpha_draft=0.8, call_seconds=0.3, verify_seconds=1.2)
     assert cheap.next_round(NEW_TEXT).k == 4 and cheap.verify_k(1) == 4
-
-
-def test_the_draft_models_rounds_are_priced_at_what_such_rounds_took():
-    """Its catch-ups are priced a share at a time and its prompt's reading over what the generation may
-    still write, so where the answer ends early or lookup copies between its runs, its rounds took
-    longer than they were priced at (under emulated AVX2, 1.17-1.27 times): what such rounds took
-    for each second priced scales the next ones' seconds, within bounds."""
-    memory = PairMemory()
-    assert memory.overrun == 1.0
-    memory.observe_overrun(0.1, 0.1)
-    assert memory.overrun == 1.0
-    memory.observe_overrun(0.1, 0.3)  # one catch-up among rounds priced at 0.1 s moves it, not to its bound
-    assert 1.1 < memory.overrun < MOST_OVERRUN
-
-    def model_rate(took: float) -> float:
-        """The best draft-model round's rate where such rounds took `took` seconds for each one priced."""
-        schedule = timed(alpha_draft=0.7, call_seconds=0.1)
-        schedule.memory.priced_seconds, schedule.memory.took_seconds = 10.0, 10.0 * took
-        return max(rate for plan, rate in schedule.rates(0, 0).items() if plan.source == DRAFT_MODEL)
-
-    assert model_rate(took=1.2) == pytest.approx(model_rate(took=1.0) / 1.2)
-    assert model_rate(took=9.0) == pytest.approx(model_rate(took=1.0) / MOST_OVERRUN)  # it pays by far on other CPUs
-    # A round learns at the price it was planned at, and at what it took, its catch-up included.
-    schedule = timed(alpha_draft=0.7, call_seconds=0.1)
-    plan = schedule.next_round(NEW_TEXT)
-    assert plan.source == DRAFT_MODEL
-    priced = schedule._prices[plan]
-    schedule.observe_round(RoundResult(plan.draft_length, 1, 0.1, 1.2, catch_up_seconds=0.5))
-    m = schedule.memory
-    prior = 8 * 0.98 * priced  # eight rounds of prior at its price, faded once
-    assert m.priced_seconds == pytest.approx(prior + priced) and m.took_seconds == pytest.approx(prior + 1.8)

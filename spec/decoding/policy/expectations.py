@@ -15,12 +15,6 @@ _PRIOR_YIELD = 12.0  # tokens of prior, kept as expected (about four rounds): on
 # promises, since it moves only in rounds the model drafts, and a slump on one prompt must not price
 # out for good a model whose rounds pay by far elsewhere.
 LEAST_YIELD = 0.75
-# Rounds of prior for the overrun, each taken as priced, once the first is measured: one catch-up
-# (seconds where a round takes tens of milliseconds) moves it little.
-_PRIOR_PRICED_ROUNDS = 8.0
-# The overrun's bounds: its rounds are weighed at no more than this many times what they were priced
-# at (nor less than its inverse), for the yield's reason: it moves only in rounds the model drafts.
-MOST_OVERRUN = 1.0 / LEAST_YIELD
 
 
 def expected_tokens(alpha: float, n: int) -> float:
@@ -54,8 +48,6 @@ class PairMemory:
     read_seconds: float | None = None  # seconds the draft model takes per token of a prompt it first reads (the hybrid prices it)
     promised_tokens: float = _PRIOR_YIELD  # over the pair's long record, tokens its rounds were planned to keep ...
     kept_tokens: float = _PRIOR_YIELD  # ... and tokens they kept (the hybrid's yield)
-    priced_seconds: float | None = None  # over the long record, seconds its rounds were priced at ...
-    took_seconds: float | None = None  # ... and seconds they took, catch-ups included (the hybrid's overrun)
     pause: Pause = field(default_factory=Pause)  # dynamic K's plain steps before the next probe
 
     @property
@@ -88,21 +80,6 @@ class PairMemory:
         """A round planned to keep `promised` tokens (drafts and the target's own) kept `kept`."""
         self.promised_tokens = _LONG_DECAY * self.promised_tokens + promised
         self.kept_tokens = _LONG_DECAY * self.kept_tokens + kept
-
-    @property
-    def overrun(self) -> float:
-        """What the model's rounds took for each second they were priced at, over the long record."""
-        if not self.priced_seconds or self.took_seconds is None:
-            return 1.0
-        return min(MOST_OVERRUN, max(1.0 / MOST_OVERRUN, self.took_seconds / self.priced_seconds))
-
-    def observe_overrun(self, priced: float, took: float) -> None:
-        """A round priced at `priced` seconds (catch-ups and the prompt's reading at the shares it
-        bore) took `took` (those in whole, in the round that made them)."""
-        if self.priced_seconds is None or self.took_seconds is None:
-            self.priced_seconds = self.took_seconds = _PRIOR_PRICED_ROUNDS * priced
-        self.priced_seconds = _LONG_DECAY * self.priced_seconds + priced
-        self.took_seconds = _LONG_DECAY * self.took_seconds + took
 
     def round_seconds(self, n: int) -> float:
         """Seconds a draft model takes to draft n tokens (call_seconds must be measured)."""

@@ -43,11 +43,8 @@ class HybridK(LookupK):
     probed after a pause without it (8 rounds, doubling to 64 while probes confirm it does not pay).
     Its rounds are chosen where they look best, so the tokens they were expected to keep are, on
     average, overestimated: they are scaled by what such rounds kept for each token expected, over
-    the pair's long record (`PairMemory.yielded`); and their seconds by what such rounds took for each
-    second they were priced at (`PairMemory.overrun`), catch-ups and the prompt's reading in whole
-    where they happened: under emulated AVX2 the model's rounds took 1.17-1.27 times their price, its
-    catch-ups most of the difference, while each call took what it was priced at. That matters where
-    its rounds only tie with plain steps, as on AVX2 kernels, and changes little where they win by far.
+    the pair's long record (`PairMemory.yielded`). That matters where its rounds only tie with plain
+    steps, as on AVX2 kernels, and changes little where they win by far.
     """
 
     def __init__(
@@ -64,7 +61,6 @@ class HybridK(LookupK):
         self._unread = 0  # tokens the target kept that the draft model has not read
         self._promises: dict[Round, float] = {}  # tokens each draft-model round last weighed would keep, before the yield
         self._promised: float | None = None  # of which the planned round's (None: planned without weighing)
-        self._prices: dict[Round, float] = {}  # seconds each draft-model round last weighed was priced at, before the overrun
         self._run = 0  # draft-model rounds since its last catch-up
         self.run_length: float | None = None  # draft-model rounds between two catch-ups, on average
         self.pause = Pause()  # rounds without the draft model before it is probed: the first pause starts now
@@ -83,7 +79,7 @@ class HybridK(LookupK):
         # A few unlucky rounds must not push the model out (its estimates move only in rounds it
         # drafts): it is weighed at the better of its recent acceptance and the pair's long record.
         alpha, guessed = max(m.alpha, m.long_alpha), self.acceptance.alpha(0)
-        self._promises, self._prices = {}, {}
+        self._promises = {}
         for n in range(1, self.k + 1) if self.dynamic else (self.k,):
             tokens, survive = 1.0, 1.0
             for k in range(1, self.k + 1):  # the draft model's n tokens, then guesses up to width K+1
@@ -92,8 +88,7 @@ class HybridK(LookupK):
                 if k >= n and k in verify:
                     self._promises[Round(k, n, DRAFT_MODEL)] = tokens
                     kept = tokens * m.yielded  # as many as such rounds have kept for each one expected
-                    seconds = self._prices[Round(k, n, DRAFT_MODEL)] = verify[k] + behind + m.round_seconds(n) + kept * read_share
-                    rates[Round(k, n, DRAFT_MODEL)] = kept / (seconds * m.overrun)  # as long as such rounds took for each second priced
+                    rates[Round(k, n, DRAFT_MODEL)] = kept / (verify[k] + behind + m.round_seconds(n) + kept * read_share)
         if not self.dynamic:
             rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates
@@ -173,7 +168,5 @@ class HybridK(LookupK):
         m.observe_acceptance(drafted, accepted, DECAY)
         if self._promised is not None:
             m.observe_yield(self._promised, accepted + 1)
-        if self._promised is not None and self._plan in self._prices:
-            m.observe_overrun(self._prices[self._plan], draft_seconds + verify_seconds + catch_up_seconds)
         if drafted:
             m.observe_drafting(drafted, draft_calls, draft_seconds)
