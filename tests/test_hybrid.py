@@ -137,6 +137,7 @@ def test_each_source_learns_from_its_own_rounds():
 def test_a_few_unlucky_rounds_do_not_push_out_a_draft_that_pays_over_its_long_record():
     schedule = timed(alpha_draft=0.7, call_seconds=0.2)
     schedule.memory.promised_tokens = schedule.memory.kept_tokens = 60.0  # about twenty rounds that kept what they promised
+    schedule.memory.long_accepted, schedule.memory.long_rejected = 70.0, 30.0  # 70% of its drafts kept, a hundred of them
     for _ in range(6):  # six rounds in a row that keep nothing
         schedule.next_round(NEW_TEXT)
         schedule._plan = Round(4, 4, DRAFT_MODEL)
@@ -259,3 +260,20 @@ def test_a_draft_model_round_that_stopped_early_is_checked_at_the_width_that_yie
     assert dear.verify_k(4) == 4  # it made all it was asked for
     cheap = timed(alpha_draft=0.8, call_seconds=0.3, verify_seconds=1.2)
     assert cheap.next_round(NEW_TEXT).k == 4 and cheap.verify_k(1) == 4
+
+
+def test_a_run_of_the_models_rounds_is_left_at_a_plain_steps_steady_price():
+    """After one of its rounds a plain step changes the call's width, paid once for the plain steps that
+    follow. Priced on the first of them alone (0.67 of a step under emulated AVX2), rounds that only tie
+    went on round after round; entering a run still pays the change of width into it."""
+    schedule = timed(alpha_draft=0.7, call_seconds=0.1)
+    plan = schedule.next_round(NEW_TEXT)
+    assert plan.source == DRAFT_MODEL
+    schedule.observe_round(RoundResult(plan.draft_length, 1, 0.1 * plan.draft_length, 1.2))
+    assert schedule.rates(0, 0)[Round(0, 0)] == pytest.approx(1.0)  # the step's steady second, no switch
+    schedule.observe_plain(1.0)
+    schedule._plan = Round(0, 0)
+    assert schedule.rates(0, 0)[Round(0, 0)] == pytest.approx(1.0)  # after a step: a step, as before
+    priced = schedule._promises[Round(4, 4, DRAFT_MODEL)] * schedule.memory.yielded
+    switch = schedule.costs.switch
+    assert schedule.rates(0, 0)[Round(4, 4, DRAFT_MODEL)] < priced / (1.2 + 0.4 + switch) * 1.0001  # into a run: with the switch

@@ -62,6 +62,7 @@ class HybridK(LookupK):
         self._promises: dict[Round, float] = {}  # tokens each draft-model round last weighed would keep, before the yield
         self._promised: float | None = None  # of which the planned round's (None: planned without weighing)
         self._run = 0  # draft-model rounds since its last catch-up
+        self._in_run = False  # the last round was the draft model's
         self.run_length: float | None = None  # draft-model rounds between two catch-ups, on average
         self.pause = Pause()  # rounds without the draft model before it is probed: the first pause starts now
         self.pause.start(_HYBRID_MAX_PAUSE)
@@ -89,6 +90,10 @@ class HybridK(LookupK):
                     self._promises[Round(k, n, DRAFT_MODEL)] = tokens
                     kept = tokens * m.yielded  # as many as such rounds have kept for each one expected
                     rates[Round(k, n, DRAFT_MODEL)] = kept / (verify[k] + behind + m.round_seconds(n) + kept * read_share)
+        if self._in_run:
+            # Leaving a run of its rounds: the change of width back is paid once for the plain steps that
+            # follow, not by the first of them alone, which kept rounds that only tie going on.
+            rates[Round(0, 0)] = 1.0 / self.costs.steady(1)
         if not self.dynamic:
             rates = {plan: rate for plan, rate in rates.items() if plan.k == self.k}
         return rates
@@ -140,10 +145,12 @@ class HybridK(LookupK):
     def observe_plain(self, seconds: float) -> None:
         super().observe_plain(seconds)
         self._unread += 1
+        self._in_run = False
 
     def observe_round(self, result: RoundResult) -> None:
         """Learn from the round just planned: lookup's as LookupK does; the draft model's into the pair's memory."""
-        if self._plan.source != DRAFT_MODEL:
+        self._in_run = self._plan.source == DRAFT_MODEL
+        if not self._in_run:
             super().observe_round(result)
             self._unread += result.accepted + 1
             return
