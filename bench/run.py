@@ -457,16 +457,9 @@ def _slug(text: str) -> str:
 def _machine() -> dict:
     import psutil
 
-    from spec.models.runtime import cpu_class, emulated_class
+    from spec.models.runtime import cpu_class, cpu_model, emulated_class
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     emulated = emulated_class()
     return {
         "cpu": f"{cpu} emulating {emulated}" if emulated else cpu,  # bench.tools.cpu_class: this CPU's cores, that class's kernels

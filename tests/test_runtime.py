@@ -4,7 +4,7 @@ import pytest
 
 from spec.config import DEFAULT_PRECISION, F32
 from spec.models import runtime
-from spec.models.runtime import _MAX_DEAD_SLOTS, cpu_class, cpu_has_amx, precision_config
+from spec.models.runtime import _MAX_DEAD_SLOTS, cpu_class, cpu_has_amx, cpu_model, precision_config
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
@@ -133,6 +133,21 @@ def test_the_cpu_class_is_the_widest_vector_unit_openvino_sees(tmp_path, monkeyp
     assert cpu_class(tmp_path / "AMX") == "AMX", "the variable alone, without the CPUID mask, names nothing"
     monkeypatch.setenv("LD_PRELOAD", "/somewhere/cpuid_mask.so")
     assert cpu_class(tmp_path / "AMX") == "AVX2 + VNNI"
+
+
+def test_a_bare_cpu_name_is_told_apart_by_its_family_and_model(tmp_path):
+    """Under KVM a Zen 4 and a Zen 5 both say "AMD EPYC", with steps twofold apart: a figure or a kept
+    timing named only so could be taken for the other's."""
+    block = "processor\t: {n}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\nmodel\t\t: {model}\nmodel name\t: {name}\n\n"
+    zen5, zen4 = tmp_path / "zen5", tmp_path / "zen4"
+    zen5.write_text(block.format(n=0, family=26, model=2, name="AMD EPYC") + block.format(n=1, family=26, model=2, name="AMD EPYC"))
+    zen4.write_text(block.format(n=0, family=25, model=17, name="AMD  EPYC"))
+    assert cpu_model(zen5) == "AMD EPYC (family 26 model 2)"
+    assert cpu_model(zen4) == "AMD EPYC (family 25 model 17)"
+    named = tmp_path / "named"
+    named.write_text(block.format(n=0, family=6, model=143, name="Intel(R) Xeon(R) Platinum 8480+"))
+    assert cpu_model(named) == "Intel(R) Xeon(R) Platinum 8480+", "a name with its number says enough"
+    assert cpu_model(tmp_path / "missing")  # elsewhere than Linux: what Python knows, never empty
 
 
 def test_the_default_precision_computes_in_f32_only_where_the_cpu_has_amx(tmp_path, monkeypatch):

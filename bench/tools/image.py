@@ -183,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cpu() -> str:
-    lines = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("Model name")), "?")
+    from spec.models.runtime import cpu_model
+
+    return cpu_model()
 
 
 def summary(report: dict) -> str:

@@ -218,15 +218,10 @@ CPU_FLAGS = ("amx_tile", "avx512_vnni", "avx512_bf16", "avx2")  # what decides w
 def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """This CPU as the system names it, with its core count and the flags that change what a call
     costs ("AMD EPYC, 2 cores, avx512_vnni avx512_bf16 avx2, no amx_tile"): every figure is named with it."""
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return "an unknown CPU"
-    name = next((" ".join(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("model name")), "?")
-    flags = next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
-    found = [flag for flag in CPU_FLAGS if flag in flags]
-    from spec.models.runtime import emulated_class
+    from spec.models.runtime import cpu_flags, cpu_model, emulated_class
 
+    name, flags = cpu_model(cpuinfo), cpu_flags(cpuinfo)
+    found = [flag for flag in CPU_FLAGS if flag in flags]
     emulated = emulated_class()
     if emulated:  # bench.tools.cpu_class: the app it starts inherits the mask
         name = f"{name} emulating {emulated} (OpenVINO sees no {'AVX-512, ' if emulated == 'AVX2' else ''}AMX)"

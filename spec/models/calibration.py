@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import json
 import os
-import platform
 import statistics
 import threading
 import time
@@ -35,7 +34,7 @@ except ImportError:  # Windows: no lock, timings may overlap
 import openvino as ov
 
 from spec.errors import Cancelled
-from spec.models.runtime import CompiledLM, emulated_class, own_class
+from spec.models.runtime import CompiledLM, cpu_model, emulated_class, own_class
 from spec.progress import ProgressFn, ignore, phase
 
 # The widths timed: a plain step, every width dynamic K and the hybrid choose from (K up to 8),
@@ -72,15 +71,7 @@ def cpu_name() -> str:
     oneDNN's ONEDNN_MAX_CPU_ISA caps the extensions OpenVINO uses, and bench.tools.cpu_class hides
     some from it, so a capped or emulated run is named as the class it behaves like, and the CPU it
     runs on: its measurements are never taken for the CPU's own."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            name, _, value = line.partition(":")
-            if name.strip() == "model name":
-                model = value.strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model()
     isa = own_class()
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper()
     if emulated_class():

@@ -8,6 +8,7 @@ which is found from the model rather than assumed.
 from __future__ import annotations
 
 import os
+import platform
 import threading
 from pathlib import Path
 from typing import Sequence
@@ -37,7 +38,7 @@ def emulated_class() -> str | None:
     return name if name and "cpuid_mask" in os.environ.get("LD_PRELOAD", "") else None
 
 
-def _cpu_flags(cpuinfo: Path) -> set[str]:
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
     """The CPU's flags as Linux reports them (elsewhere none)."""
     try:
         text = cpuinfo.read_text(errors="replace")
@@ -46,10 +47,30 @@ def _cpu_flags(cpuinfo: Path) -> set[str]:
     return next((set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags")), set())
 
 
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The CPU's model name as Linux reports it ("Intel(R) Xeon(R) Platinum 8480+"). Where a hypervisor
+    gives a bare name ("AMD EPYC" under KVM, a Zen 4's and a Zen 5's alike, whose steps differ twofold),
+    its family and model are added ("AMD EPYC (family 26 model 2)"): every figure, and every
+    measurement kept for reuse, is named with it."""
+    fields: dict[str, str] = {}
+    try:
+        for line in cpuinfo.read_text(errors="replace").splitlines():
+            if not line.strip():
+                break  # the first processor's block names them all
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), " ".join(value.split()))
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine() or "an unknown CPU"
+    if not any(c.isdigit() for c in name) and "cpu family" in fields:
+        name += f" (family {fields['cpu family']} model {fields.get('model', '?')})"
+    return name
+
+
 def cpu_has_amx(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
     """Whether the CPU has Intel AMX tiles (Linux reports them; elsewhere assume not), as OpenVINO
     sees it: an emulated smaller class has none."""
-    return not emulated_class() and "amx_tile" in _cpu_flags(cpuinfo)
+    return not emulated_class() and "amx_tile" in cpu_flags(cpuinfo)
 
 
 _EMULATED_CLASSES = {"AVX512": "AVX-512", "AVX2_VNNI": "AVX2 + VNNI", "AVX2": "AVX2"}
@@ -65,7 +86,7 @@ def cpu_class(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
 
 def own_class(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """The class of this CPU's own vector units (as cpu_class names them), whatever OpenVINO is made to see."""
-    flags = _cpu_flags(cpuinfo)
+    flags = cpu_flags(cpuinfo)
     for name, flag in (("AMX", "amx_tile"), ("AVX-512", "avx512f"), ("AVX2 + VNNI", "avx_vnni"), ("AVX2", "avx2")):
         if flag in flags:
             return name

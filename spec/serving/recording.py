@@ -15,15 +15,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import platform
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
-from spec.models.runtime import emulated_class
+from spec.models.runtime import cpu_model, emulated_class
 from spec.serving.lanes import Lane
 from spec.serving.phases import RacePhase
 from spec.serving.race import RaceUpdate
@@ -76,14 +74,7 @@ _ids = itertools.count(1)
 def cpu_name() -> str:
     """This server's CPU as the system names it ("Intel(R) Xeon(R) Platinum 8480+"): what a replay is
     labelled with; a run emulating a smaller CPU class (bench.tools.cpu_class) says so."""
-    name = platform.processor() or platform.machine() or "an unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = " ".join(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
+    name = cpu_model()
     emulated = emulated_class()
     return f"{name} emulating {emulated}" if emulated else name
 
