@@ -235,6 +235,10 @@ def test_a_kept_record_is_read_only_when_whole_and_the_file_stays_bounded(tmp_pa
     kept_pairs.keep_pairs(path, {"a": PairMemory(accepted=3.0, call_seconds=0.01)})
     assert kept_pairs.read_pair(path, "a") == PairMemory(accepted=3.0, call_seconds=0.01)
     assert kept_pairs.read_pair(path, "b") is None
+    assert kept_pairs.describe(path) == "1 pair's record in learned.json (long α 0.50)"  # the prior's: nothing drafted yet
+    assert kept_pairs.describe(tmp_path / "none.json") == "no pair's record in none.json"
+    kept_pairs.keep_pairs(path, {"c": PairMemory(long_accepted=4.0, long_rejected=1.0)})
+    assert kept_pairs.describe(path) == "2 pairs' records in learned.json (long α 0.80, 0.50)", "the newest first"
     entry = json.loads(path.read_text())["a"]
     for bad in ({"accepted": -1.0}, {"accepted": "3"}, {"accepted": None}, {"kept_tokens": float("nan")}, {"rejected": True}):
         path.write_text(json.dumps({"a": {**entry, **bad}}))

@@ -21,8 +21,9 @@ keys of the CLI's JSON) and from the race's numbers. Alone and served runs alter
 example and lane: served / alone, the median over --repeats, then the median over examples, against
 the targets (>= 0.95 through /race, >= 0.92 with the browser, as issue 41 sets them), each median with
 its 90% bootstrap interval (bench.tools.interval): a target inside it is not settled by the run. Prints a table and one JSON line,
-both naming this CPU. Where the cores went during each served race is measured too: CPU seconds of
-the app's computing threads (the race's and OpenVINO's), of its serving threads (the web server's
+both naming this CPU and the pairs' records the app and the lane alone started from (learned.json:
+two runs compare only from the same). Where the cores went during each served race is measured
+too: CPU seconds of the app's computing threads (the race's and OpenVINO's), of its serving threads (the web server's
 and each viewer's, which run at a lower priority) and of Chromium (only for an app it started).
 """
 from __future__ import annotations
@@ -352,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
         env = {"SPEC_APP_PRELOAD": "1", **app_env(args.app_env), "SPEC_APP_PREHEAT": "0"}  # preheating would compete
         url = check_url(args.url) if args.url else None
         the_page = page(env)
+        from spec.decoding.kept_pairs import beside_models, describe
+
+        started_from = describe(beside_models())  # both the app and the lane alone start from it
         examples = (examples_from(args.examples_from) if args.examples_from else the_page.examples)[: args.examples]
         if args.url:
             note = f"the app at {url} (its pair assumed loaded)"
@@ -366,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 wait_for_line(log, "Ready: " + re.escape(the_page.preset), server, args.ready_timeout, fail="Could not load")
             note = f"app.py on {url} (log {log}), preheat off, pair loaded after {time.monotonic() - began:.0f} s"
+        note += f"; at the start, {started_from} of this machine's models folder"
         print(f"{note}\non {machine()}\n{the_page.preset}, {the_page.drafter}, K={the_page.defaults['k']}, "
               f"{'dynamic K' if the_page.defaults['dynamic_k'] else 'fixed K'}, {args.max_new_tokens} new tokens, "
               f"{the_page.target.precision} precision; {len(examples)} examples x {args.repeats} repeats", flush=True)

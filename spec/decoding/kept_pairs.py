@@ -59,6 +59,20 @@ def read_pair(path: Path, key: str) -> PairMemory | None:
     return PairMemory(**{name: entry[name] for name in _FIELDS})
 
 
+def describe(path: Path) -> str:
+    """What the file at `path` holds, in words a measurement is labelled with ("1 pair's record in
+    learned.json (long α 0.83)", newest first): a served race and the lane alone both start from it,
+    so two runs compare only where they started alike."""
+    kept = _calibration().read_record(path)
+    records = [read_pair(path, key) for key in sorted(kept, key=lambda key: _kept_at(kept[key]), reverse=True)]
+    records = [record for record in records if record is not None]
+    if not records:
+        return f"no pair's record in {path.name}"
+    alphas = ", ".join(f"{record.long_alpha:.2f}" for record in records)
+    count = "1 pair's record" if len(records) == 1 else f"{len(records)} pairs' records"
+    return f"{count} in {path.name} (long α {alphas})"
+
+
 def _valid(name: str, value: object) -> bool:
     """Whether `value` can stand for the field `name`: a finite number, not negative (None where the field may be unmeasured)."""
     if value is None:
@@ -75,12 +89,14 @@ def keep_pairs(path: Path, pairs: dict[str, PairMemory]) -> None:
     for key, pair in pairs.items():
         kept[key] = {**{name: getattr(pair, name) for name in _FIELDS}, "kept_at": now}
 
-    def when(key: str) -> float:
-        entry = kept[key]
-        return entry.get("kept_at", 0.0) if isinstance(entry, dict) and isinstance(entry.get("kept_at"), (int, float)) else 0.0
-
     path.parent.mkdir(parents=True, exist_ok=True)
-    calibration.write_record(path, {key: kept[key] for key in sorted(kept, key=when, reverse=True)[:_KEPT]})
+    newest = sorted(kept, key=lambda key: _kept_at(kept[key]), reverse=True)
+    calibration.write_record(path, {key: kept[key] for key in newest[:_KEPT]})
+
+
+def _kept_at(entry: object) -> float:
+    """When a record was kept (0 where it does not say)."""
+    return entry.get("kept_at", 0.0) if isinstance(entry, dict) and isinstance(entry.get("kept_at"), (int, float)) else 0.0
 
 
 def _calibration():
