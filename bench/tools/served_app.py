@@ -217,7 +217,8 @@ CPU_FLAGS = ("amx_tile", "avx512_vnni", "avx512_bf16", "avx2")  # what decides w
 
 def machine(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """This CPU as the system names it, with its core count and the flags that change what a call
-    costs ("AMD EPYC, 2 cores, avx512_vnni avx512_bf16 avx2, no amx_tile"): every figure is named with it."""
+    costs ("AMD EPYC (family 26 model 2), 2 cores, avx512_vnni avx512_bf16 avx2, no amx_tile"): every figure is
+    named with it."""
     from spec.models.runtime import cpu_flags, cpu_model, emulated_class
 
     name, flags = cpu_model(cpuinfo), cpu_flags(cpuinfo)
