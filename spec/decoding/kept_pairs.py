@@ -53,7 +53,11 @@ def pair_key(target: LoadedModel, draft: LoadedModel, drafter: str) -> str:
 
 def read_pair(path: Path, key: str) -> PairMemory | None:
     """The record kept under `key` in the file at `path`, or None (none kept, or not one this version reads)."""
-    entry = _calibration().read_record(path).get(key)
+    return _pair(_calibration().read_record(path).get(key))
+
+
+def _pair(entry: object) -> PairMemory | None:
+    """A kept entry as a pair's record, or None where it is not one this version reads."""
     if not isinstance(entry, dict) or not all(_valid(name, entry.get(name)) for name in _FIELDS):
         return None
     return PairMemory(**{name: entry[name] for name in _FIELDS})
@@ -64,7 +68,7 @@ def describe(path: Path) -> str:
     learned.json (long α 0.83)", newest first): a served race and the lane alone both start from it,
     so two runs compare only where they started alike."""
     kept = _calibration().read_record(path)
-    records = [read_pair(path, key) for key in sorted(kept, key=lambda key: _kept_at(kept[key]), reverse=True)]
+    records = [_pair(kept[key]) for key in sorted(kept, key=lambda key: _kept_at(kept[key]), reverse=True)]
     records = [record for record in records if record is not None]
     if not records:
         return f"no pair's record in {path.name}"
