@@ -155,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     LOGS.mkdir(exist_ok=True)
     try:
         subprocess.run([str(REPO / "docker" / "base.sh")], check=True)
-        report = dict(date=datetime.date.today().isoformat(), cpu=cpu(), nproc=os.cpu_count())
+        from spec.models.runtime import cpu_model
+
+        report = dict(date=datetime.date.today().isoformat(), cpu=cpu_model(), nproc=os.cpu_count())
         if not args.no_build:
             log = LOGS / "image-build.log"
             log.write_text("")
@@ -180,12 +182,6 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(report))
     print(json.dumps(report))
     return 0
-
-
-def cpu() -> str:
-    from spec.models.runtime import cpu_model
-
-    return cpu_model()
 
 
 def summary(report: dict) -> str:
