@@ -5,8 +5,9 @@ import json, re, sys, time
 from pathlib import Path
 import psutil
 sys.path.insert(0, ".")
-from bench.tools.served import Browser
-from bench.tools.served_app import free_port, race_live, start_app, stop_app, wait_for_line
+sys.path.insert(0, "bench/results/served-zen5-repeats-6-2026-11-29")
+from bench.tools.served_app import race_live
+from served_page import served_page
 from spec.serving.examples import EXAMPLES
 
 def chromium_cpu() -> dict:
@@ -32,13 +33,7 @@ def metrics(cdp) -> dict:
 def diff(a, b):
     return {k: round(b.get(k, 0) - a.get(k, 0), 3) for k in sorted(set(a) | set(b))}
 
-Path("/tmp/served-zen5-profile").mkdir(exist_ok=True)
-port = free_port()
-log = Path(f"/tmp/served-zen5-profile/app-{port}.log")
-server = start_app(port, log, {"SPEC_APP_PRELOAD": "1", "SPEC_APP_PREHEAT": "0"})
-try:
-    wait_for_line(log, "Ready: ", server, 900, fail="Could not load")
-    browser = Browser(f"http://127.0.0.1:{port}/", 600)
+with served_page() as browser:
     cdp = browser.page.context.new_cdp_session(browser.page)
     cdp.send("Performance.enable")
     rows = []
@@ -53,6 +48,3 @@ try:
         raced = dict(seconds=round(time.monotonic() - t0, 1), cpu=diff(c0, chromium_cpu()), page=diff(m0, metrics(cdp)))
         rows.append(dict(example=label, idle=idle, race=raced))
         print(json.dumps(rows[-1]), flush=True)
-    browser.close()
-finally:
-    stop_app(server)

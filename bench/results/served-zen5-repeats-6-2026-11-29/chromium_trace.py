@@ -3,17 +3,12 @@
 import collections, json, sys, time
 from pathlib import Path
 sys.path.insert(0, ".")
-from bench.tools.served import Browser
-from bench.tools.served_app import free_port, race_live, start_app, stop_app, wait_for_line
+sys.path.insert(0, "bench/results/served-zen5-repeats-6-2026-11-29")
+from bench.tools.served_app import race_live
+from served_page import served_page
 from spec.serving.examples import EXAMPLES
 
-Path("/tmp/served-zen5-profile").mkdir(exist_ok=True)
-port = free_port()
-log = Path(f"/tmp/served-zen5-profile/app-{port}.log")
-server = start_app(port, log, {"SPEC_APP_PRELOAD": "1", "SPEC_APP_PREHEAT": "0"})
-try:
-    wait_for_line(log, "Ready: ", server, 900, fail="Could not load")
-    browser = Browser(f"http://127.0.0.1:{port}/", 600)
+with served_page() as browser:
     label, prompt = EXAMPLES[int(sys.argv[1]) if len(sys.argv) > 1 else 1]
     browser.page.locator("#prompt textarea").fill(prompt)
     browser._browser.start_tracing(page=browser.page, path="/tmp/served-zen5-profile/trace.json",
@@ -21,9 +16,6 @@ try:
     race_live(browser.page, 600)
     browser.page.wait_for_function("() => !document.querySelector('#status').innerText.includes('Racing')", polling=1000, timeout=600_000)
     browser._browser.stop_tracing()
-    browser.close()
-finally:
-    stop_app(server)
 events = json.load(open("/tmp/served-zen5-profile/trace.json"))
 events = events["traceEvents"] if isinstance(events, dict) else events
 names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
