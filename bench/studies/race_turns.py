@@ -1,6 +1,7 @@
-"""`python -m bench.studies.race_turns [--example N] [--repeats R]`: what taking turns costs the race's
-speculative lane, with no server: the page's example raced in this process (spec.serving.race.run_race)
-against the same speculative generation alone, in turns, each with a learned state of its own.
+"""`python -m bench.studies.race_turns [--example N] [--repeats R]`: what taking turns costs each of the
+race's lanes, with no server: the page's example raced in this process (spec.serving.race.run_race)
+against the same speculative generation alone, each with a learned state of its own, and against the
+autoregressive one alone, in turns.
 
 Where a served lane is slower than alone (bench.tools.served), this says whether the race itself
 (the lanes taking turns on one compiled target) or the serving around it is the cause. Prints each
@@ -43,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         _show("  (its autoregressive lane)", last.autoregressive.stats)
         *_, step = stream(prompt, target, config, draft=draft, drafter="hybrid", cancel=threading.Event(), learned=alone)
         _show("alone", step.stats)
+        *_, step = stream(prompt, target, config, cancel=threading.Event())
+        _show("  (the autoregressive lane alone)", step.stats)
     return 0
 
 
