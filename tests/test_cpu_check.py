@@ -26,6 +26,14 @@ def test_the_tools_own_targets_are_taken_as_they_judged_them():
     assert cpu_check.judge_own_targets({}) == [Verdict("the tool's targets", "none reported", False)]
 
 
+def test_a_median_whose_interval_holds_the_target_is_said_to_be_unsettled():
+    verdicts = cpu_check.judge_served(_figures("served-zen5-repeats-6-2026-11-29/served.json"))
+    unsettled = {v.target.split(" (")[-1] for v in verdicts if "not settled" in v.measured}
+    assert all(v.met for v in verdicts) and len(verdicts) == 4
+    assert unsettled == {"autoregressive, median over examples)"}, "the run settled the speculative lane only"
+    assert "90% interval 0.959-1.011)" in next(v.measured for v in verdicts if "speculative" in v.target)
+
+
 def test_a_served_run_without_a_browser_names_what_it_did_not_judge():
     figures = _figures("served-avx512-race-2x2.json")
     assert figures["settings"]["browser"] is False
