@@ -12,6 +12,7 @@ from spec.decoding.policy import (
     HybridK,
     LookupAcceptance,
     LookupK,
+    LookupYields,
     PairMemory,
     Pause,
     Round,
@@ -412,6 +413,47 @@ def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
     second.observe_other_call()
     assert second.next_round(NEW_TEXT).k <= 1  # no width-5 call of guesses at 9 steps a call
     assert LookupK(4).next_round(NEW_TEXT) == Round(4, 4, "prompt-lookup")  # afresh: the K asked for
+
+
+
+# A 1.5B's calls under AVX2 kernels (emulated on the Zen 5, seconds): a call of 33 costs 13 steps.
+AVX2_CURVE = {1: 0.056, 2: 0.077, 3: 0.099, 4: 0.121, 5: 0.205, 9: 0.284, 17: 0.427, 33: 0.740}
+LONG_COPY = list(range(100, 180)) + [7, 8, 9] + list(range(100, 140))  # a 40-token match, 80 tokens to copy after it
+
+
+def copying_whole(yields: LookupYields | None = None) -> LookupK:
+    """A LookupK on the AVX2 curve whose generation has kept three long copies whole, at K=16."""
+    schedule = LookupK(4, costs=CallCosts(dict(AVX2_CURVE), switch=0.0), yields=yields)
+    schedule._called.update(AVX2_CURVE)
+    for _ in range(3):
+        schedule._match, schedule._plan, schedule._last_width = (32, 80), Round(16, 16, PROMPT_LOOKUP), 17
+        schedule.observe_round(RoundResult(16, 16, 1e-5, AVX2_CURVE[17]))
+    return schedule
+
+
+def test_a_k_whose_rounds_kept_half_their_promise_is_weighed_at_that():
+    """Under emulated AVX2 lookup's rounds of 32 kept 0.49 of what they promised (the copy broke at
+    the next edit) and a round of 32 costs 13 steps: the served lane that took them most fell to
+    0.86 of the same generation alone. Weighed at what its rounds kept, 32 gives way to 16."""
+    assert copying_whole().next_round(LONG_COPY).k == 32  # every copy so far was kept whole: 32 looks best
+    yields = LookupYields()
+    earlier = copying_whole(yields)  # an earlier generation on this target: its rounds of 32 kept half their promise
+    for _ in range(4):
+        earlier.next_round(LONG_COPY)
+        earlier._plan = Round(32, 32, PROMPT_LOOKUP)
+        earlier.observe_round(RoundResult(32, int(earlier._lookup_promises[32] / 2), 1e-5, AVX2_CURVE[33]))
+    assert yields.factor(32) < 0.7 and yields.factor(16) == 1.0
+    assert copying_whole(yields).next_round(LONG_COPY).k == 16
+
+
+def test_a_copy_kept_whole_never_weighs_a_k_above_its_promise():
+    """A copy kept whole already raised this generation's acceptance: counted in the yield too, one
+    lucky copy would send the next rounds wider still."""
+    yields = LookupYields()
+    yields.observe(32, 20.0, 33)
+    assert yields.factor(32) == 1.0
+    yields.observe(32, 20.0, 2)
+    assert yields.factor(32) < 1.0
 
 
 def test_exact_mode_plans_from_the_f32_curve_before_it_has_timed_a_call():

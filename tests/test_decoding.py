@@ -196,6 +196,24 @@ def test_the_targets_call_costs_outlive_a_generation(tiny_pairs):
     assert LearnedState().about(target).call_costs is not costs
 
 
+@pytest.mark.parametrize("drafter", ["prompt-lookup", "hybrid"])
+def test_lookups_rounds_are_weighed_by_what_the_targets_earlier_ones_kept(tiny_pairs, monkeypatch, drafter):
+    """Lookup's schedule, alone or in the hybrid, weighs each K at what that K's rounds kept of their
+    promise in the target's earlier generations given the same learned state (LookupYields)."""
+    target, draft = tiny_pairs["llama"]
+    learned, seen, real_next = LearnedState(), [], LookupK.next_round
+
+    def spy(self, context):
+        seen.append(self.yields)
+        return real_next(self, context)
+
+    monkeypatch.setattr(LookupK, "next_round", spy)
+    run("one two three one two three", target, "speculative", drafter, draft if drafter == "hybrid" else None,
+        num_assistant_tokens=4, max_new_tokens=8, learned=learned)
+    assert seen and all(yields is learned.about(target).lookup_yields for yields in seen)
+    assert LearnedState().about(target).lookup_yields is not learned.about(target).lookup_yields
+
+
 def test_a_pairs_record_kept_in_a_file_is_where_the_next_start_begins(tiny_pairs, tmp_path, monkeypatch):
     """What the hybrid learned of a pair, kept in a file, is what a later LearnedState given that file
     starts from, field for field; a pair under another drafter, on another machine or with no file

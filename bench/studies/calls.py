@@ -194,7 +194,7 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
     folder = resolve_model(TARGET, "int8").path
     tokenizer = AutoTokenizer.from_pretrained(folder)
     eos = {tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.convert_tokens_to_ids("<|endoftext|>")}
-    records = []
+    records, learned = [], _target_memory()
     for prompt_id, text in prompt_set.prompts:
         key = f"{prompt_set.name}/{prompt_id}/{args.max_new_tokens}"
         if key not in ar_cache:
@@ -206,7 +206,7 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
         sampler = Sampler(0.0, 0, 1.0, len(tokenizer), np.random.default_rng(0))
         ngram = getattr(config, "max_matching_ngram_size", None) or config.prompt_lookup_max_ngram  # an --engine before the rename
         drafter = PromptLookupDrafter(ngram, history=history.corpus(prompt_ids) if history else None)
-        steps = list(_lookup_steps(speculative, target, drafter, sampler, generation, config))
+        steps = list(_lookup_steps(speculative, target, drafter, sampler, generation, config, learned))
         tokens = [t for step in steps for t in step.token_ids]
         if history is not None:
             history.add(prompt_ids, want)
@@ -214,14 +214,27 @@ def replay(prompt_set, args: argparse.Namespace, curve, ar_cache: dict) -> list[
     return records
 
 
-def _lookup_steps(speculative, target, drafter, sampler, generation, config):
-    """The loop's steps with prompt lookup's schedule, as the engine under test pairs them."""
+def _lookup_steps(speculative, target, drafter, sampler, generation, config, learned=None):
+    """The loop's steps with prompt lookup's schedule, as the engine under test pairs them (`learned`:
+    what the target's earlier generations learned, _target_memory)."""
     try:
         from spec.decoding.plugins import PLUGINS
     except ImportError:  # an engine from before the plug-ins (--engine): the loop picked the schedule
         return speculative.speculative(target, drafter, sampler, generation, config.num_assistant_tokens)
-    schedule = PLUGINS["prompt-lookup"].schedule(drafter, config, None, None)
+    schedule = PLUGINS["prompt-lookup"].schedule(drafter, config, None, learned)
     return speculative.speculative(target, drafter, schedule, sampler, generation, lookup_ngram=drafter.max_ngram_size)
+
+
+def _target_memory():
+    """What the replayed generations learn of the target, shared between them as the engine shares it
+    between one target's generations (what lookup's rounds of each K kept: LookupYields); None for an
+    engine whose plug-ins take only the call costs (--engine from before)."""
+    try:
+        from spec.decoding.policy import CallCosts, LookupYields  # noqa: F401 (only engines that have it)
+        from spec.decoding.target_memory import TargetMemory
+    except ImportError:
+        return None
+    return TargetMemory(CallCosts())  # its costs are pinned (_pin_costs)
 
 
 class _ReplayTarget:

@@ -121,7 +121,7 @@ def stream(
     plugin, pair = PLUGINS[kind], None
     if plugin.needs_draft_model:
         pair = learned.pair(target, draft, kind)
-    schedule = plugin.schedule(chosen, config, pair, memory.call_costs)
+    schedule = plugin.schedule(chosen, config, pair, memory)
     steps = speculative(target_cache, chosen, schedule, sampler, generation, cancel, config.max_matching_ngram_size)
     return _releasing(steps, target_cache, chosen, history, generation)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spec.decoding.kept_pairs import keep_pairs, pair_key, read_pair
-from spec.decoding.policy import CallCosts, PairMemory
+from spec.decoding.policy import CallCosts, LookupYields, PairMemory
 
 if TYPE_CHECKING:
     from spec.models.calibration import CallCurve
@@ -31,6 +31,7 @@ class TargetMemory:
     calibration: CallCurve | None = None  # the curve loading measured, which call_costs started from
     shared_vocab: dict[str, int | None] = field(default_factory=dict)  # draft ref -> ids it shares with it (None: no common vocabulary)
     pairs: dict[tuple[str, str], PairMemory] = field(default_factory=dict)  # (draft model folder, drafter) -> what dynamic K learned of the pair
+    lookup_yields: LookupYields = field(default_factory=LookupYields)  # what prompt lookup's rounds of each K kept of their promise
     compiled_with: str = ""  # the settings speculation verified with when call_costs began (LoadedModel.settings)
 
     @classmethod

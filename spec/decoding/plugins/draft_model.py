@@ -10,9 +10,10 @@ from spec.config import DRAFT_MODEL, GenerationConfig
 from spec.decoding.cross_tokenizer import CrossTokenizerDrafter
 from spec.decoding.drafters import Drafter, DraftModelDrafter
 from spec.decoding.plugins.plugin import DraftSetup
-from spec.decoding.policy import CallCosts, DynamicK, FixedK, PairMemory, Schedule
+from spec.decoding.policy import DynamicK, FixedK, PairMemory, Schedule
 from spec.decoding.prompt import encode_prompt
 from spec.decoding.sampling import Sampler
+from spec.decoding.target_memory import TargetMemory
 from spec.decoding.vocab import shared_vocab_size
 
 
@@ -40,8 +41,9 @@ class DraftModelPlugin:
         return DraftModelDrafter(draft.model.new_cache(), sampler)
 
     def schedule(self, drafter: Drafter, config: GenerationConfig, memory: PairMemory | None,
-                 costs: CallCosts | None) -> Schedule:
+                 learned: TargetMemory | None) -> Schedule:
         """DynamicK drafts fewer tokens, or none, where drafting does not pay; fixed K drafts K every round."""
+        costs = learned.call_costs if learned is not None else None
         if not config.dynamic_k:
             return FixedK(config.num_assistant_tokens, costs)
         return DynamicK(config.num_assistant_tokens, memory=memory, costs=costs)

@@ -6,7 +6,8 @@ from spec.config import HYBRID, GenerationConfig
 from spec.decoding.drafters import HybridDrafter, PromptLookupDrafter
 from spec.decoding.plugins.draft_model import DraftModelPlugin
 from spec.decoding.plugins.plugin import DraftSetup
-from spec.decoding.policy import CallCosts, HybridK, PairMemory, Schedule
+from spec.decoding.policy import HybridK, PairMemory, Schedule
+from spec.decoding.target_memory import TargetMemory
 
 
 class HybridPlugin:
@@ -20,6 +21,7 @@ class HybridPlugin:
         return HybridDrafter(DraftModelPlugin().drafter(setup), lookup)
 
     def schedule(self, drafter: HybridDrafter, config: GenerationConfig, memory: PairMemory | None,
-                 costs: CallCosts | None) -> Schedule:
+                 learned: TargetMemory | None) -> Schedule:
+        costs, yields = (learned.call_costs, learned.lookup_yields) if learned is not None else (None, None)
         return HybridK(config.num_assistant_tokens, config.dynamic_k, memory, config.max_matching_ngram_size,
-                       drafter.lookup, costs, config.max_new_tokens)
+                       drafter.lookup, costs, config.max_new_tokens, yields)

@@ -9,7 +9,7 @@ import numpy as np
 
 from spec.config import GenerationConfig
 from spec.decoding.drafters import Drafter
-from spec.decoding.policy import CallCosts, PairMemory, Schedule
+from spec.decoding.policy import PairMemory, Schedule
 from spec.decoding.target_memory import TargetMemory
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ class DrafterPlugin(Protocol):
         """A fresh drafter for one generation (its tokens' kind on the page is the drafter's `kind`)."""
 
     def schedule(self, drafter: Drafter, config: GenerationConfig, memory: PairMemory | None,
-                 costs: CallCosts | None) -> Schedule:
+                 learned: TargetMemory | None) -> Schedule:
         """What plans `drafter`'s rounds from K = config.num_assistant_tokens, adapting them when
         config.dynamic_k. memory: what the pair learned in earlier generations (for a plug-in that
-        needs a draft model); costs: what the target's calls cost in its earlier ones (None: afresh)."""
+        needs a draft model); learned: what the target's earlier generations learned of it, what its
+        calls cost (`call_costs`) and what lookup's rounds kept (`lookup_yields`) (None: afresh)."""

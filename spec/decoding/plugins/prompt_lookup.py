@@ -5,7 +5,8 @@ from __future__ import annotations
 from spec.config import PROMPT_LOOKUP, GenerationConfig
 from spec.decoding.drafters import PromptLookupDrafter
 from spec.decoding.plugins.plugin import DraftSetup
-from spec.decoding.policy import CallCosts, FixedK, LookupK, PairMemory, Schedule
+from spec.decoding.policy import FixedK, LookupK, PairMemory, Schedule
+from spec.decoding.target_memory import TargetMemory
 
 
 class PromptLookupPlugin:
@@ -18,8 +19,9 @@ class PromptLookupPlugin:
         return PromptLookupDrafter(setup.config.max_matching_ngram_size, history=setup.history)
 
     def schedule(self, drafter: PromptLookupDrafter, config: GenerationConfig, memory: PairMemory | None,
-                 costs: CallCosts | None) -> Schedule:
+                 learned: TargetMemory | None) -> Schedule:
         """LookupK asks the lookup what it would copy and picks K from it; fixed K verifies K every round."""
+        costs, yields = (learned.call_costs, learned.lookup_yields) if learned is not None else (None, None)
         if not config.dynamic_k:
             return FixedK(config.num_assistant_tokens, costs)
-        return LookupK(config.num_assistant_tokens, config.max_matching_ngram_size, lookup=drafter, costs=costs)
+        return LookupK(config.num_assistant_tokens, config.max_matching_ngram_size, lookup=drafter, costs=costs, yields=yields)

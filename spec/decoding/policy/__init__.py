@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from spec.decoding.policy.costs import PRIOR_WIDTH_COST, PRIOR_WIDTH_COST_F32, CallCosts, prior_width_cost
 from spec.decoding.policy.dynamic_k import DynamicK
-from spec.decoding.policy.expectations import LookupAcceptance, PairMemory, expected_tokens, match_key, predicted_speedup
+from spec.decoding.policy.expectations import LookupAcceptance, LookupYields, PairMemory, expected_tokens, match_key, predicted_speedup
 from spec.decoding.policy.fixed_k import FixedK
 from spec.decoding.policy.hybrid_k import HybridK
 from spec.decoding.policy.lookup_k import LookupK
@@ -21,6 +21,6 @@ from spec.decoding.policy.schedule import Round, RoundResult, Schedule
 
 __all__ = [
     "PRIOR_WIDTH_COST", "PRIOR_WIDTH_COST_F32", "CallCosts", "DynamicK", "FixedK", "HybridK", "LookupAcceptance",
-    "LookupK", "PairMemory", "Pause", "Round", "RoundResult", "Schedule", "expected_tokens", "match_key",
+    "LookupK", "LookupYields", "PairMemory", "Pause", "Round", "RoundResult", "Schedule", "expected_tokens", "match_key",
     "predicted_speedup", "prior_width_cost",
 ]

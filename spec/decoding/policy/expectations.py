@@ -94,6 +94,36 @@ class PairMemory:
         self.call_seconds = decayed_average(self.call_seconds, seconds / (calls or priced or drafted))
 
 
+
+@dataclass
+class LookupYields:
+    """What prompt lookup's long copies, its rounds of each K wider than the K asked for, kept for
+    each token they were planned to keep, over the target's long record (its generations share it,
+    as they share what its calls cost).
+
+    A round is priced by its match's acceptance per draft, learned in this generation, and the K
+    that looks best is often the widest right after a long copy was kept whole; the copy then breaks
+    at the next edit. Chosen where they look best, wide rounds keep less than they promised: served
+    under emulated AVX2, rounds of 32 kept 0.49 of it and of 16 0.80, rounds of 1-3 as much as
+    promised (docs/design-notes.md). Where a wide call costs many steps (AVX2 kernels: width 33
+    about 13) one broken copy loses more than a whole one gains, so each wide K is weighed at what
+    its rounds kept, never above what they promised: a copy kept whole already raised this
+    generation's acceptance.
+    """
+
+    promised: dict[int, float] = field(default_factory=dict)  # K -> tokens its rounds were planned to keep (decayed) ...
+    kept: dict[int, float] = field(default_factory=dict)  # ... and tokens they kept
+
+    def factor(self, k: int) -> float:
+        """What rounds of K kept for each token they promised, at most 1 (12 tokens of prior at 1)."""
+        return min(1.0, self.kept.get(k, _PRIOR_YIELD) / self.promised.get(k, _PRIOR_YIELD))
+
+    def observe(self, k: int, promised: float, kept: int) -> None:
+        """A round of K lookup drafts planned to keep `promised` tokens (drafts and the target's own) kept `kept`."""
+        self.promised[k] = _LONG_DECAY * self.promised.get(k, _PRIOR_YIELD) + promised
+        self.kept[k] = _LONG_DECAY * self.kept.get(k, _PRIOR_YIELD) + kept
+
+
 # Prompt lookup's acceptance per draft, before a generation has shown its own: by how far back the
 # lookup's match reaches (a long match is a copy under way), for the source just past an edited token
 # (RESUMED), and for guesses without any match (the last token repeated), which are seldom right.

@@ -7,7 +7,7 @@ from spec.config import DRAFT_MODEL, PROMPT_LOOKUP
 from spec.decoding.drafters import READ_WITH_FIRST_STEP, PromptLookupDrafter
 from spec.decoding.policy.costs import CallCosts
 from spec.decoding.policy.decay import DECAY, decayed_average
-from spec.decoding.policy.expectations import PairMemory
+from spec.decoding.policy.expectations import LookupYields, PairMemory
 from spec.decoding.policy.lookup_k import SURE_COPY, LookupK, lookup_state
 from spec.decoding.policy.pause import Pause
 from spec.decoding.policy.schedule import Round, RoundResult
@@ -50,8 +50,9 @@ class HybridK(LookupK):
     def __init__(
         self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3,
         lookup: PromptLookupDrafter | None = None, costs: CallCosts | None = None, budget: int | None = None,
+        yields: LookupYields | None = None,
     ):
-        super().__init__(k, max_ngram, None if dynamic else (k,), lookup, costs)
+        super().__init__(k, max_ngram, None if dynamic else (k,), lookup, costs, yields)
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
         self.budget = budget  # new tokens the generation may write (None: not said, the prompt's reading is not priced)
@@ -110,7 +111,7 @@ class HybridK(LookupK):
             # Not timed yet: the draft model first (to time it), unless the lookup already matches well.
             key, available = self._match = lookup_state(self.lookup, context)
             self._plan = Round(self.k, self.k, PROMPT_LOOKUP if key >= SURE_COPY else DRAFT_MODEL)
-            self._promised = None
+            self._promised, self._lookup_promises = None, {}
             return self._plan
         plan = super().next_round(context)
         if plan.source == DRAFT_MODEL:  # chosen on its merits: a short pause again from here
