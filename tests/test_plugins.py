@@ -13,7 +13,8 @@ from spec.decoding.drafters import Drafter, Proposal
 from spec.decoding.engine import choose_drafter, generate
 from spec.decoding.generation import LOOKUP
 from spec.decoding.plugins import PLUGINS, DraftSetup
-from spec.decoding.policy import CallCosts, FixedK, PairMemory, Schedule
+from spec.decoding.policy import FixedK, PairMemory, Schedule
+from spec.decoding.target_memory import TargetMemory
 from spec.serving.phases import RacePhase
 from spec.serving.presets import PRESETS
 from spec.serving.race import run_race
@@ -42,8 +43,8 @@ class RepeatLastPlugin:
         return RepeatLastDrafter()
 
     def schedule(self, drafter: Drafter, config: GenerationConfig, memory: PairMemory | None,
-                 costs: CallCosts | None) -> Schedule:
-        return FixedK(config.num_assistant_tokens, costs)
+                 learned: TargetMemory | None) -> Schedule:
+        return FixedK(config.num_assistant_tokens, learned and learned.call_costs)
 
 
 # --- The one line: its entry in PLUGINS (here for the length of a test) -----------------------------
