@@ -94,7 +94,6 @@ class PairMemory:
         self.call_seconds = decayed_average(self.call_seconds, seconds / (calls or priced or drafted))
 
 
-
 @dataclass
 class LookupYields:
     """What prompt lookup's long copies, its rounds of each K wider than the K asked for, kept for
