@@ -415,7 +415,6 @@ def test_what_the_targets_calls_cost_carries_over_to_its_next_generation():
     assert LookupK(4).next_round(NEW_TEXT) == Round(4, 4, "prompt-lookup")  # afresh: the K asked for
 
 
-
 # A 1.5B's calls under AVX2 kernels (emulated on the Zen 5, seconds): a call of 33 costs 13 steps.
 AVX2_CURVE = {1: 0.056, 2: 0.077, 3: 0.099, 4: 0.121, 5: 0.205, 9: 0.284, 17: 0.427, 33: 0.740}
 LONG_COPY = list(range(100, 180)) + [7, 8, 9] + list(range(100, 140))  # a 40-token match, 80 tokens to copy after it
