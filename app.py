@@ -288,8 +288,9 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     run.click(outputs.variant(race, streamed=True), race_inputs, shown, api_name="race_page", **on_page)
     live_button.click(outputs.variant(race, fresh=True, streamed=True), race_inputs, shown, api_name="race_live_page", **on_page)
     api = gr.Button(visible=False)  # /race and /race_live's trigger: no visitor presses it
-    api.click(race, race_inputs, race_outputs, api_name="race", **heavy)
-    api.click(race_live, race_inputs, race_outputs, api_name="race_live", **heavy)
+    # The API's outputs go as they are (outputs.api): Gradio's postprocessing of each, a thread hop, costs the race's cores.
+    api.click(race, race_inputs, race_outputs, api_name="race", postprocess=False, **heavy)
+    api.click(race_live, race_inputs, race_outputs, api_name="race_live", postprocess=False, **heavy)
     stop_button.click(stop, None, None, queue=False, api_name="stop")
     quiet = dict(queue=False, api_visibility="private", show_progress="hidden")
     preset.change(choose_preset, preset, [drafter, custom_row, preset_notes], **quiet)

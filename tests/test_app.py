@@ -146,6 +146,15 @@ def test_the_queue_does_not_poll_every_millisecond(served):
     assert (queue.sleep_when_free, queue.progress_update_sleep_when_free) == (QUEUE_POLL_SECONDS, PROGRESS_POLL_SECONDS)
 
 
+def test_the_apis_unchanged_fields_are_none_not_rebuilt_components(served):
+    job = client(served).submit(**race_args(served, "The quick brown fox", max_new_tokens=24), api_name="/race_live")
+    job.result(timeout=60)
+    updates = job.outputs()
+    assert any(update[3] is None for update in updates), "mid-race updates should leave the stats as they are"
+    rebuilt = [field for update in updates for field in update if isinstance(field, dict) and "__type__" in field]
+    assert not rebuilt, f"a field left as it is should come as None (outputs.api), not as {rebuilt[0]}"
+
+
 def test_both_panes_stream_and_greedy_texts_match(served):
     job = client(served).submit(**race_args(served, "The quick brown fox", max_new_tokens=64), api_name="/race")
     status, speedup, feed, ar_stats, spec_stats, summary, result = job.result(timeout=60)
