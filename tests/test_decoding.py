@@ -243,6 +243,40 @@ def test_a_pairs_record_kept_in_a_file_is_where_the_next_start_begins(tiny_pairs
     assert record(LearnedState(tmp_path / kept_pairs.FILE).pair(target, draft, "hybrid")) == record(PairMemory())
 
 
+def test_what_lookups_rounds_kept_on_a_target_is_where_the_next_start_begins(tiny_pairs, tmp_path):
+    """A target's lookup yields, kept in the file, are what a later LearnedState given that file
+    starts from for that target (and a race's keep writes them); another target starts from the prior."""
+    import spec.decoding.kept_pairs as kept_pairs
+
+    target, draft = tiny_pairs["llama"]
+    learned = LearnedState(tmp_path / kept_pairs.FILE)
+    learned.about(target).lookup_yields.observe(32, 30.0, 9)  # a copy of 32 planned to keep 30 tokens kept 9
+    learned.keep()
+    before = learned.about(target).lookup_yields
+    later = LearnedState(tmp_path / kept_pairs.FILE).about(target).lookup_yields
+    assert later is not before and (later.promised, later.kept) == (before.promised, before.kept) and later.factor(32) < 0.5
+    assert LearnedState(tmp_path / kept_pairs.FILE).about(draft).lookup_yields.factor(32) == 1.0
+    assert LearnedState().about(target).lookup_yields.factor(32) == 1.0
+
+
+def test_a_kept_targets_lookup_yields_are_read_only_when_whole(tmp_path):
+    import json
+
+    import spec.decoding.kept_pairs as kept_pairs
+    from spec.decoding.policy import LookupYields, PairMemory
+
+    path = tmp_path / kept_pairs.FILE
+    kept_pairs.keep_pairs(path, {"pair": PairMemory()}, {"t": LookupYields({32: 20.0}, {32: 8.0})})
+    assert kept_pairs.read_lookup_yields(path, "t") == LookupYields({32: 20.0}, {32: 8.0})
+    assert kept_pairs.read_lookup_yields(path, "pair") is None and kept_pairs.read_pair(path, "t") is None
+    assert kept_pairs.describe(path) == "1 pair's record in learned.json (long α 0.50), and prompt lookup's yields on 1 target"
+    entry = json.loads(path.read_text())["t"]
+    for bad in ({"lookup_promised": {"32": 0.0}}, {"lookup_promised": {"wide": 3.0}}, {"lookup_kept": {"32": -1.0}},
+                {"lookup_kept": {"32": None}}, {"lookup_promised": {"-4": 3.0}}, {"lookup_kept": [8.0]}):
+        path.write_text(json.dumps({"t": {**entry, **bad}}))
+        assert kept_pairs.read_lookup_yields(path, "t") is None, bad
+
+
 def test_a_kept_record_is_read_only_when_whole_and_the_file_stays_bounded(tmp_path, monkeypatch):
     import json
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spec.decoding.kept_pairs import keep_pairs, pair_key, read_pair
+from spec.decoding.kept_pairs import keep_pairs, pair_key, read_lookup_yields, read_pair, target_key
 from spec.decoding.policy import CallCosts, LookupYields, PairMemory
 
 if TYPE_CHECKING:
@@ -60,8 +60,9 @@ class LearnedState:
     """What generations learned about each target they ran on, for that target's next ones.
 
     Keyed weakly by the loaded model, so a model the registry drops takes its memory along; safe to
-    share between threads that run generations at once. Given a file (`kept_in`), each pair starts
-    from the record an earlier start kept there, and `keep` writes what was learned since.
+    share between threads that run generations at once. Given a file (`kept_in`), each pair, and
+    prompt lookup on each target, starts from the record an earlier start kept there, and `keep`
+    writes what was learned since.
     """
 
     def __init__(self, kept_in: Path | None = None) -> None:
@@ -69,6 +70,7 @@ class LearnedState:
         self._lock = threading.Lock()
         self.kept_in = kept_in  # a file keeping each pair's record for the next start (spec.decoding.kept_pairs); None: none
         self._kept: dict[str, PairMemory] = {}  # key in that file -> the pair's record, as learned here
+        self._kept_yields: dict[str, LookupYields] = {}  # key in that file -> a target's lookup yields, as learned here
 
     def about(self, target: LoadedModel) -> TargetMemory:
         """What generations learned about `target` so far (nothing yet, the first time it is asked)."""
@@ -76,6 +78,10 @@ class LearnedState:
             memory = self._memories.get(target)
             if memory is None:
                 memory = self._memories[target] = TargetMemory.first(target)
+                if self.kept_in is not None:
+                    key = target_key(target)
+                    memory.lookup_yields = read_lookup_yields(self.kept_in, key) or memory.lookup_yields
+                    self._kept_yields[key] = memory.lookup_yields
             elif memory.compiled_with != target.settings(speculative=True):
                 memory.recompiled(target)
             else:
@@ -97,11 +103,11 @@ class LearnedState:
             return pair
 
     def keep(self) -> None:
-        """Write each pair's record to `kept_in` for the next start (nothing without one). OSError
-        where the file cannot be written."""
+        """Write each pair's record, and each target's lookup yields, to `kept_in` for the next start
+        (nothing without one). OSError where the file cannot be written."""
         if self.kept_in is None:
             return
         with self._lock:
-            pairs = dict(self._kept)
-        if pairs:
-            keep_pairs(self.kept_in, pairs)
+            pairs, yields = dict(self._kept), dict(self._kept_yields)
+        if pairs or yields:
+            keep_pairs(self.kept_in, pairs, yields)
