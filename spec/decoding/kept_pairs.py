@@ -94,7 +94,7 @@ def _per_k(counts: object, positive: bool) -> dict[int, float] | None:
         parsed = {int(k): v for k, v in counts.items()}
     except ValueError:
         return None
-    if all(k > 0 and _valid("kept_tokens", v) and (v > 0 or not positive) for k, v in parsed.items()):
+    if all(k > 0 and _count(v) and (v > 0 or not positive) for k, v in parsed.items()):
         return {k: float(v) for k, v in parsed.items()}
     return None
 
@@ -126,6 +126,11 @@ def _valid(name: str, value: object) -> bool:
     """Whether `value` can stand for the field `name`: a finite number, not negative (None where the field may be unmeasured)."""
     if value is None:
         return PairMemory.__dataclass_fields__[name].default is None
+    return _count(value)
+
+
+def _count(value: object) -> bool:
+    """Whether `value` is a finite number, not negative (JSON's true and false are not)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
