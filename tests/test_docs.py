@@ -25,3 +25,12 @@ def test_every_committed_result_is_cited():
     uncited = [str(path) for path in results
                if not re.search(rf"(?<![\w.-]){re.escape(path.stem)}\.(json|md|png)|`{re.escape(path.stem)}`", citing)]
     assert not uncited, f"cite these in docs/ or remove them: {uncited}"
+
+
+def test_the_readmes_pairs_are_the_pages_labels():
+    """An API client copies a pair's label from the README into `/race`: each must be one the page offers."""
+    from spec.serving.presets import PRESETS
+
+    table = (REPO / "README.md").read_text().split("## Models and pairs", 1)[1].split("\n\n", 2)[1]
+    named = [label for row in table.splitlines()[2:] for label in re.findall(r"`([^`]+)`", row.split("|")[1])]
+    assert sorted(named) == sorted(preset.label for preset in PRESETS)
