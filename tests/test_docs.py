@@ -34,3 +34,11 @@ def test_the_readmes_pairs_are_the_pages_labels():
     table = (REPO / "README.md").read_text().split("## Models and pairs", 1)[1].split("\n\n", 2)[1]
     named = [label for row in table.splitlines()[2:] for label in re.findall(r"`([^`]+)`", row.split("|")[1])]
     assert sorted(named) == sorted(preset.label for preset in PRESETS)
+
+
+def test_every_engine_module_is_in_the_architectures_table():
+    """A newcomer finds a module's one job in docs/architecture.md before opening it."""
+    table = (REPO / "docs" / "architecture.md").read_text().split("## The engine's folders", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"([\w]+\.py)`", table))
+    modules = [path for path in (REPO / "spec").rglob("*.py") if path.name != "__init__.py"]
+    assert modules and not [str(path.relative_to(REPO)) for path in modules if path.name not in named]
