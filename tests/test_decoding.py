@@ -6,7 +6,7 @@ import pytest
 from spec.config import GenerationConfig
 from spec.decoding.engine import stream
 from spec.decoding.generation import ACCEPTED, BONUS, CORRECTION, TARGET
-from spec.decoding.policy import DynamicK, LookupK
+from spec.decoding.policy import DynamicK, LookupK, PairMemory
 from spec.decoding.target_memory import LearnedState
 from tests.conftest import assert_follows, exact_first_tokens, real_models_dir
 
@@ -151,13 +151,13 @@ def test_a_draft_model_is_judged_by_the_drafts_it_made(tiny_pairs, monkeypatch):
     """Not by the free guesses that fill the rest of the width."""
     target, draft = tiny_pairs["llama"]
     judged = []
-    real_observe = DynamicK.observe_round
+    real_observe = PairMemory.observe_acceptance
 
-    def observe(self, result):
-        judged.append(self.k if self.free else result.drafted)
-        return real_observe(self, result)
+    def observe(self, drafted, accepted, decay):
+        judged.append(drafted)
+        return real_observe(self, drafted, accepted, decay)
 
-    monkeypatch.setattr(DynamicK, "observe_round", observe)
+    monkeypatch.setattr(PairMemory, "observe_acceptance", observe)
     monkeypatch.setattr(DynamicK, "next_draft_length", lambda self: 1)  # the draft model makes one token a round
     _, _, steps = run(PROMPTS[2], target, "speculative", "draft-model", draft, num_assistant_tokens=4)
     rounds = steps[-1].stats.verify_calls

@@ -42,7 +42,6 @@ class Drafter(Protocol):
 
     name: str  # what drafts, in words (the CLI's JSON and the page say it)
     kind: str = ACCEPTED  # provenance of its tokens the target keeps: ACCEPTED (a model's) or LOOKUP (copied)
-    free: bool = False  # drafting costs next to nothing (no model): it answers for the whole verify width
     target_vocab: int | None = None  # the target samples from its first this-many tokens, those q covers; None: all
 
     def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:

@@ -45,30 +45,22 @@ class DynamicK(TimedSchedule):
     K (`k`) is the most a verify call checks. What adapts is the draft length, how many tokens a
     draft model makes, down to none: a plain target step; the round is checked at the cheapest width
     that holds them (free guesses fill the rest), as the target's calls were timed (`costs`, shared by
-    its generations). Fixed K (`dynamic` False) checks K drafts every round.
+    its generations). The fixed-K baseline is `FixedK`.
     """
 
     def __init__(
         self,
         k: int,
-        dynamic: bool = True,
-        free: bool = False,
         memory: PairMemory | None = None,
         first_draft_length: int | None = None,
         costs: CallCosts | None = None,
     ):
         super().__init__(costs)
         self.k = k
-        self.dynamic = dynamic
-        self.free = free  # the drafter costs nothing, so it is judged on the whole width it fills
         self.memory = memory if memory is not None else PairMemory()
         self.draft_length = k if first_draft_length is None else first_draft_length  # the heuristic's current length
         self._round_k = k  # drafts the round just planned checks
         self._round_n = k  # of which the drafter was asked to make
-
-    @property
-    def alpha(self) -> float:
-        return self.memory.alpha
 
     @property
     def t_step(self) -> float | None:
@@ -86,12 +78,10 @@ class DynamicK(TimedSchedule):
 
     def verify_costs(self, switch: bool = False) -> list[tuple[int, float]]:
         """Per draft length n (at index n - 1): the K of the cheapest verify call that holds n drafts
-        (n..K; the free drafter's and fixed K's: K), and its cost in plain steps; with `switch`, a
+        (n..K), and its cost in plain steps; with `switch`, a
         change from the previous call's width counted. Before a width is timed, from the prior curve."""
         last = self._last_width if switch else None
         step = self.costs.steady(1)
-        if not self.dynamic or self.free:
-            return [(self.k, self.costs.cost(self.k + 1, last) / step)] * self.k
         cheapest, best = [], None
         for k in range(self.k, 0, -1):  # from the widest down: the cheapest of widths k+1..K+1 (ties: the wider)
             cost = self.costs.cost(k + 1, last) / step
@@ -135,8 +125,6 @@ class DynamicK(TimedSchedule):
 
     def next_draft_length(self) -> int:
         """Tokens to draft next; 0 means take a plain target step."""
-        if not self.dynamic:
-            return self.k
         m = self.memory
         if self.t_step is None:
             return 0  # a plain step first: it measures what a round must beat
@@ -160,31 +148,28 @@ class DynamicK(TimedSchedule):
         """The cheapest width that holds what the draft made: narrower than planned where it stopped
         early and a narrower call costs less, the switch counted (as on an AVX2 CPU, where a call of
         5 costs about two steps and one of 2 one)."""
-        if self.dynamic and not self.free and 0 < drafted < self._round_n:
+        if 0 < drafted < self._round_n:
             self._round_k = min(self._round_k, self.verify_cost(drafted, switch=True)[0])
         return self._round_k
 
     def observe_round(self, result: RoundResult) -> None:
         """Learn from the round just planned.
 
-        A draft model is judged by the tokens it made; a free drafter by the whole width, whose
-        guesses are lookups too: a round without any match then still counts, so a prompt that
-        never repeats itself leads to plain steps.
+        The draft model is judged by the tokens it made (the guesses that filled the width are not its own).
         """
         drafted, accepted, draft_seconds, verify_seconds, catch_up_seconds, draft_calls = result
         self._observe_call(self._round_k + 1, verify_seconds)
-        judged = self.k if self.free else drafted
-        accepted = min(accepted, judged)
-        if not self.dynamic or judged == 0:
+        accepted = min(accepted, drafted)
+        if drafted == 0:
             return
-        self.draft_length = min(self.draft_length + 2, self.k) if accepted == judged else max(1, self.draft_length - 1)
+        self.draft_length = min(self.draft_length + 2, self.k) if accepted == drafted else max(1, self.draft_length - 1)
         m = self.memory
-        m.observe_acceptance(judged, accepted, _ALPHA_DECAY)
+        m.observe_acceptance(drafted, accepted, _ALPHA_DECAY)
         if self.t_step is None:
             return
         if catch_up_seconds:
             m.last_catch_up_seconds = catch_up_seconds
-        m.observe_drafting(drafted, draft_calls, draft_seconds, judged)  # a drafter without calls (lookup): per token
+        m.observe_drafting(drafted, draft_calls, draft_seconds)
         if self.drafting_pays():
             m.pause.reset()
         else:

@@ -85,13 +85,12 @@ class PairMemory:
         """Seconds a draft model takes to draft n tokens (call_seconds must be measured)."""
         return (n + self.extra_calls) * self.call_seconds
 
-    def observe_drafting(self, drafted: int, calls: int, seconds: float, priced: int | None = None) -> None:
+    def observe_drafting(self, drafted: int, calls: int, seconds: float) -> None:
         """Learn from a round whose drafter made `drafted` tokens in `calls` model calls taking `seconds`,
-        the catch-up excluded. 0 calls: the drafter did not say, and a call is priced per token
-        (of `priced`, when it answers for more than it drafted)."""
+        the catch-up excluded. 0 calls: the drafter did not say, and a call is priced per token."""
         if drafted and calls:
             self.extra_calls = decayed_average(self.extra_calls, max(0, calls - drafted))
-        self.call_seconds = decayed_average(self.call_seconds, seconds / (calls or priced or drafted))
+        self.call_seconds = decayed_average(self.call_seconds, seconds / (calls or drafted))
 
 
 @dataclass
