@@ -64,8 +64,9 @@ def _generation_options(command: argparse.ArgumentParser, target_help: str) -> N
     command.add_argument("--draft", help="a draft model turns speculation on (same forms as --target; another tokenizer is fine)")
     command.add_argument("--prompt-lookup", action="store_true",
                          help="draft by copying from the prompt; with --draft: the hybrid, each round the better of the two")
-    command.add_argument("--drafter", choices=[name for name, plugin in PLUGINS.items() if plugin.needs_draft_model],
-                         help="with --draft: the hybrid or the draft model alone")
+    command.add_argument("--drafter", choices=list(PLUGINS), help="the drafter by name (" + "; ".join(
+                         f"{name}: {'with --draft' if plugin.needs_draft_model else 'no draft model'}" for name, plugin in PLUGINS.items())
+                         + "); default: from --draft and --prompt-lookup")
     command.add_argument("--max-new-tokens", type=int, default=128)
     command.add_argument("--k", type=int, help="tokens each target call verifies (default 4; with dynamic K a draft model "
                          "may make fewer, free guesses fill the rest)")
@@ -124,12 +125,17 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO | None) -> str:
 def choose_drafter(args: argparse.Namespace) -> str | None:
     """The drafter the options ask for, as `generate` reads its arguments (None: plain decoding);
     options that cannot apply are refused."""
-    if args.drafter and not args.draft:
-        raise _UsageError(f"--drafter {args.drafter} chooses how a draft model drafts: give --draft REF too")
-    if args.drafter == DRAFT_MODEL and args.prompt_lookup:
-        raise _UsageError("--drafter draft-model drafts with the model alone: leave out --prompt-lookup, or use --drafter hybrid")
+    if args.drafter:
+        if needs_draft_model(args.drafter) and not args.draft:
+            raise _UsageError(f"--drafter {args.drafter} chooses how a draft model drafts: give --draft REF too")
+        if not needs_draft_model(args.drafter) and args.draft:
+            raise _UsageError(f"--drafter {args.drafter} drafts without a model: leave out --draft")
+        if args.prompt_lookup and args.drafter not in (HYBRID, PROMPT_LOOKUP):
+            raise _UsageError(f"--drafter {args.drafter} drafts without prompt lookup: leave out --prompt-lookup"
+                              + (", or use --drafter hybrid" if args.draft else ""))
+        return args.drafter
     if args.draft:
-        return args.drafter or (HYBRID if args.prompt_lookup else DRAFT_MODEL)
+        return HYBRID if args.prompt_lookup else DRAFT_MODEL
     return PROMPT_LOOKUP if args.prompt_lookup else None
 
 

@@ -27,7 +27,6 @@ class RepeatLastDrafter(Drafter):
 
     name = "the last token, repeated"  # what drafted, in words (the statistics say it)
     kind = LOOKUP  # the tokens the target keeps are coloured as copies
-    free = True  # no model: drafting costs nothing
 
     def propose(self, context: Sequence[int], n: int, source: str | None = None) -> Proposal:
         return Proposal(np.full(n, context[-1], dtype=np.int64), q=None, seconds=0.0, kind=self.kind)
@@ -90,6 +89,20 @@ def test_every_pair_offers_a_drafter_without_a_model_and_the_engine_checks_it(ti
     assert choose_drafter(None, False, repeat_last) == repeat_last
     with pytest.raises(ValueError, match="drafts without a model"):
         choose_drafter(draft, False, repeat_last)
+
+
+def test_the_command_line_drafts_with_a_new_drafter(capsys, repeat_last, tiny_checkpoints, tiny_models_dir):
+    import json
+
+    from spec.cli import main
+    from tests.conftest import models_dir_at
+
+    target = str(tiny_checkpoints[0])
+    with models_dir_at(tiny_models_dir):
+        assert main(["run", "Hello world", "--target", target, "--drafter", repeat_last, "--max-new-tokens", "8",
+                     "--weight-format", "fp32", "--precision", "f32", "--json", "--quiet"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["drafter"], result["drafted_by"]) == (repeat_last, RepeatLastDrafter.name) and result["drafted"] > 0
 
 
 def test_an_unknown_drafter_is_named_with_the_ones_there_are():
