@@ -116,7 +116,14 @@ def read_prompt(args: argparse.Namespace, stdin: TextIO | None) -> str:
     if text is None or text == "-":
         if stdin is None or stdin.isatty():
             raise _UsageError(f'no prompt: give one as an argument (python -m spec {args.command} "…"), with --prompt, or on stdin')
-        text = stdin.read()
+        try:
+            text = stdin.read()
+        except UnicodeDecodeError:
+            raise _UsageError("the prompt on stdin is not UTF-8 text: convert it (iconv -t UTF-8) and try again") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by Python as lone surrogates
+        raise _UsageError("the prompt is not UTF-8 text: convert it (iconv -t UTF-8) and try again") from None
     if not text.strip():
         raise _UsageError("the prompt is empty: give some text for the model to continue")
     return text
@@ -183,11 +190,13 @@ def _load(keys: list[ModelKey | None], quiet: bool, warm: bool = False) -> list:
 
     progress = None if quiet else TerminalProgress(library_output.terminal(), "[spec] ")
     registry = ModelRegistry()
-    with _library_output_to_stderr():
-        models = [None if key is None else registry.get(key, progress) for key in keys]
-        models = [warm_up(model) if warm and model is not None else model for model in models]
-    if progress:
-        progress.close()
+    try:
+        with _library_output_to_stderr():
+            models = [None if key is None else registry.get(key, progress) for key in keys]
+            models = [warm_up(model) if warm and model is not None else model for model in models]
+    finally:
+        if progress:
+            progress.close()  # an error's line starts on a line of its own
     return models
 
 
@@ -195,6 +204,8 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     """One generation, streamed to stdout (unless --json); returns what --json prints."""
     from spec.decoding.engine import stream  # imported late: --help stays fast
     from spec.decoding.generation import GenerationResult
+    from spec.serving.limits import Limits, check_prompt
+    from spec.serving.verdict import CANCELLED
 
     drafter = choose_drafter(args)
     if args.mode == SPECULATIVE and drafter is None:
@@ -204,8 +215,9 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     config = generation_config(args, drafter)
     prompt = read_prompt(args, stdin)
     target, draft = _load(model_keys(args, args.target, args.draft if needs_draft_model(drafter) else None), args.quiet)
+    check_prompt(prompt, target, config, Limits(max_prompt_tokens=1 << 30, max_race_seconds=None))
     cancel, learned = threading.Event(), _learned()
-    steps = []
+    steps, interrupted = [], False
     try:
         for step in stream(prompt, target, config, draft=draft, drafter=drafter, cancel=cancel, learned=learned):
             steps.append(step)
@@ -213,10 +225,13 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
                 print(step.text, end="", flush=True)
     except KeyboardInterrupt:
         cancel.set()
+        interrupted = True
     if not args.json:
         print()
     _keep(learned, args.quiet)
     result = GenerationResult.of(steps, drafter)
+    if interrupted:
+        result.stats.stop_reason = CANCELLED  # what the text and figures cover: the tokens made until Ctrl-C
     mode = AUTOREGRESSIVE if drafter is None else SPECULATIVE
     return {**result.as_dict(), "mode": mode, "target": target.ref, "draft": draft.ref if draft else None}
 
@@ -345,9 +360,11 @@ def prepare(args: argparse.Namespace) -> None:
     for sentence in todo.skipped:
         print(f"[spec] {sentence}", file=sys.stderr)
     progress = TerminalProgress(library_output.terminal(), "[spec] ")
-    with _library_output_to_stderr():
-        failures = prepare_models(todo.keys, progress, compile=not args.convert_only)
-    progress.close()
+    try:
+        with _library_output_to_stderr():
+            failures = prepare_models(todo.keys, progress, compile=not args.convert_only)
+    finally:
+        progress.close()  # an error's line starts on a line of its own
     if failures:
         raise ModelError(failures[0] if len(failures) == 1 else  # one line each: they can be long
                          f"{len(failures)} of {len(todo.keys)} models could not be prepared:\n- " + "\n- ".join(failures))
@@ -365,29 +382,40 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
             return 0
         result = (run if args.command == "run" else race)(args, stdin)
     except (_UsageError, ValueError, ModelError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        _error(f"error: {error}")
         return 2
     except MemoryError:
-        print("error: out of memory: try a smaller model pair, --weight-format int4, or fewer --max-new-tokens", file=sys.stderr)
+        _error("error: out of memory: try a smaller model pair, --weight-format int4, or fewer --max-new-tokens")
         return 3
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
+        _error("error: interrupted")
         return 130
+    except BrokenPipeError:  # the reader left (`| head`): nothing more to say, and nowhere to say it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as error:  # a bug or a runtime failure: still one line, details on demand
         if os.environ.get("SPEC_DEBUG"):
             raise
         first_line = (str(error).splitlines() or [""])[0][:300]
-        print(f"error: {type(error).__name__}: {first_line} (set SPEC_DEBUG=1 for the traceback)", file=sys.stderr)
+        _error(f"error: {type(error).__name__}: {first_line} (set SPEC_DEBUG=1 for the traceback)")
         return 1
+    # Ctrl-C while decoding stops it: what was made is printed, and the exit code says it was cut short.
+    interrupted = "cancelled" in (result.get("stop_reason"), (result.get("verdict") or {}).get("stopped"))
     if args.json:
         print(json.dumps(result))
     elif args.command == "race":
         print(format_race(result, shutil.get_terminal_size((100, 24)).columns))
     elif not args.quiet:
         print(
-            f"[spec] {result['new_tokens']} tokens in {result['seconds']:.2f} s = {result['tokens_per_second']:.1f} tokens/s; "
-            f"TTFT {result['ttft_seconds'] or 0:.3f} s; {result['target_calls']} target calls; "
-            f"accepted {result['accepted']}/{result['drafted']} drafts",
+            f"[spec] {'Interrupted: ' if interrupted else ''}{result['new_tokens']} tokens in {result['seconds']:.2f} s = "
+            f"{result['tokens_per_second']:.1f} tokens/s; TTFT {result['ttft_seconds'] or 0:.3f} s; "
+            f"{result['target_calls']} target calls; accepted {result['accepted']}/{result['drafted']} drafts",
             file=sys.stderr,
         )
-    return 0
+    return 130 if interrupted else 0
+
+
+def _error(line: str) -> None:
+    """One line on standard error, or on the terminal's where a conversion still running in another
+    thread (prepare, interrupted) sends standard error to its log."""
+    print(line, file=library_output.terminal() if library_output.capturing() else sys.stderr, flush=True)

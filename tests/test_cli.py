@@ -49,6 +49,7 @@ class _Terminal(io.StringIO):
         (["race", "hi", "--drafter", "draft-model"], "give --draft REF too"),
         (["race", "hi", "--mode", "autoregressive"], "unrecognized arguments"),
         (["prepare", "--offline", "embedded:SmolLM2-135M-Instruct"], "name models or give --offline, not both"),
+        (["run", "caf\udce9"], "the prompt is not UTF-8 text"),  # Latin-1 bytes in argv, kept as a lone surrogate
     ],
 )
 def test_bad_input_is_one_line_on_stderr(argv, fragment, capsys, tiny_checkpoints, tiny_models_dir):
@@ -195,3 +196,35 @@ def test_runs_offline_on_the_quick_embedded_model(mode):
     result = json.loads(done.stdout)
     assert result["target"] == "embedded:SmolLM2-135M-Instruct" and result["text"].strip()
     assert result["new_tokens"] > 0 and (mode == "autoregressive" or result["drafter"] == "prompt-lookup")
+
+
+def test_ctrl_c_while_decoding_prints_what_was_made_and_exits_130(capsys, tiny_checkpoints, tiny_models_dir, monkeypatch):
+    from spec.decoding import engine
+
+    real_stream = engine.stream
+
+    def interrupted(*args, **kwargs):
+        steps = real_stream(*args, **kwargs)
+        yield next(steps)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "stream", interrupted)
+    with models_dir_at(tiny_models_dir):
+        assert main(["run", "Hello world", *tiny_options(str(tiny_checkpoints[0]))]) == 130
+    result = json.loads(capsys.readouterr().out)
+    assert result["stop_reason"] == "cancelled" and result["new_tokens"] >= 1
+
+
+def test_a_models_folder_that_cannot_be_one_is_named_with_what_to_do(capsys, tiny_checkpoints, tmp_path):
+    (tmp_path / "a file").write_text("")
+    with models_dir_at(tmp_path / "a file"):
+        assert main(["run", "Hello world", *tiny_options(str(tiny_checkpoints[0]))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be used" in err[0] and "point SPEC_MODELS_DIR at a folder" in err[0], err
+
+
+def test_a_prompt_longer_than_the_context_is_refused_before_decoding(capsys, tiny_checkpoints, tiny_models_dir):
+    with models_dir_at(tiny_models_dir):
+        assert main(["run", "word " * 5000, *tiny_options(str(tiny_checkpoints[0]))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: The prompt is") and "would not fit the model's context" in err[-1], err

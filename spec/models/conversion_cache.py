@@ -44,8 +44,16 @@ def models_dir() -> Path:
     """The conversion cache: $SPEC_MODELS_DIR, or models/cache in the repository; created on demand."""
     default = Path(__file__).resolve().parents[2] / "models" / "cache"
     path = Path(os.environ.get("SPEC_MODELS_DIR") or default).expanduser()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:  # a file there, or a folder this user cannot create
+        raise ModelError(_unwritable(path, error)) from None
     return path
+
+
+def _unwritable(path: Path, error: OSError) -> str:
+    return (f"The models folder {path} cannot be used ({error.strerror or error}): point SPEC_MODELS_DIR at a "
+            "folder this user can write, or leave it unset for models/cache in the repository.")
 
 
 def prepared_dir() -> Path | None:
@@ -126,7 +134,8 @@ def convert_cached(
                 shutil.rmtree(scratch, ignore_errors=True)  # what it had written is freed before saying how much is free
                 shutil.rmtree(work_dir, ignore_errors=True)
                 raise ModelError(_disk_full(name, None if exporter else cache)) from error
-            logger.warning("Converting %s failed; what the libraries printed meanwhile is in %s", name, log)
+            if not isinstance(error, (KeyboardInterrupt, ModelError)):  # Ctrl-C, or an error that says what to do
+                logger.warning("Converting %s failed; what the libraries printed meanwhile is in %s", name, log)
             raise
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -171,7 +180,11 @@ def _entry_key(name: str, fingerprint: dict[str, object], weight_format: str) ->
 @contextlib.contextmanager
 def _exclusive_lock(lock_path: Path, report: ProgressFn, name: str) -> Iterator[None]:
     # flock is per open file description, so it excludes other threads as well as other processes.
-    with open(lock_path, "a") as lock_file:
+    try:
+        lock_file = open(lock_path, "a")
+    except OSError as error:  # a read-only models folder: a conversion could not be kept there
+        raise ModelError(_unwritable(lock_path.parent, error)) from None
+    with lock_file:
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -37,6 +37,11 @@ def terminal() -> TextIO:
         return _terminal
 
 
+def capturing() -> bool:
+    """Whether a conversion is sending standard output and error to its log right now."""
+    return _capture is not None
+
+
 @contextlib.contextmanager
 def captured(log: Path) -> Iterator[Path]:
     """Everything written to standard output and error while the block runs goes to a log: `log`,

@@ -76,10 +76,15 @@ def prepare(keys: tuple[ModelKey, ...], progress: ProgressFn, compile: bool = Tr
 
     failures: dict[ModelKey, str] = {}
     converted: list[ModelKey] = []
-    with ThreadPoolExecutor(max(1, len(keys)), thread_name_prefix="convert") as pool:
+    pool = ThreadPoolExecutor(max(1, len(keys)), thread_name_prefix="convert")
+    try:
         for key, done in [(key, pool.submit(convert, key)) for key in keys]:
             failures.update(_failed(key, done.exception()))
             converted += [done.result()] if done.exception() is None else []
+    except BaseException:  # Ctrl-C: say so now, not after the conversion under way ends
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     for key in converted if compile else ():
         try:
             load_model(key, progress).for_rounds(progress)  # speculation's own copy, where tuning gave it one
