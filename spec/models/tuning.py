@@ -165,7 +165,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
                         handed[candidate] = model
                     del model  # freed before the next candidate is compiled: one copy at a time
             except RuntimeError as error:
-                errors.append(f"{candidate}: {(str(error).splitlines() or [''])[0]}")
+                errors.append(f"{candidate}: {_reason(error)}")
                 continue
         if twin is not None:  # the same settings on this CPU (f32 where it has no bf16): nothing to time
             twins[key] = twin
@@ -174,7 +174,8 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
             timed[key] = candidate
         curves[candidate], keys[candidate] = curve, key
     if not curves:
-        raise ValueError(f"no way of compiling {name} runs on this machine: {'; '.join(errors)}")
+        raise ValueError(f"OpenVINO could not compile {name} ({xml}) with any of its settings: {'; '.join(errors)}. "
+                         "Its files may be damaged (convert it again), or this CPU cannot run it.")
     steps, rounds = _choose(curves, steps_only)
     if steps != rounds and not _room_for_a_split(xml):
         # Speculation could never have its copy here (LoadedModel.for_rounds): checking the split is time lost.
@@ -236,3 +237,10 @@ def _choose(curves: dict[str, CallCurve], steps_only: bool) -> tuple[str, str]:
     if curves[rounds].step <= _SAME_STEP * curves[steps].step:
         return rounds, rounds  # steps within noise of each other: the best rounds serve both
     return steps, rounds
+
+
+def _reason(error: Exception) -> str:
+    """OpenVINO's own reason, without the lines around it that name its source files."""
+    lines = [line.strip() for line in str(error).splitlines()
+             if line.strip() and not line.startswith(("Exception from", "Check '"))]
+    return lines[0] if lines else str(error)
