@@ -151,14 +151,14 @@ def room_view(request: gr.Request) -> str:
     return render.room(public_address(os.environ.get("SPACE_HOST"), demo.share_url, page), len(audience))
 
 
-def arrive(request: gr.Request):
+def arrive(request: gr.Request) -> tuple[gr.Column, str | dict, gr.Timer]:
     """A page opened: count it in; with `?present` in its address it opens on the room view."""
     audience.arrive(getattr(request, "session_hash", None) or "")
     present = "present" in (getattr(request, "query_params", None) or {})
     return gr.Column(visible=present), room_view(request) if present else gr.skip(), gr.Timer(active=present)
 
 
-def show_room(request: gr.Request):
+def show_room(request: gr.Request) -> tuple[gr.Column, str, gr.Timer]:
     """The room view, its count kept fresh while it shows."""
     return gr.Column(visible=True), room_view(request), gr.Timer(active=True)
 
@@ -168,7 +168,7 @@ def leave(request: gr.Request) -> None:
     audience.leave(getattr(request, "session_hash", None) or "")
 
 
-def on_load():
+def on_load() -> tuple:
     """On page load: the pairs that can run here (the others named once, small, at the foot of the
     page), the default pair, or the quick one while the default is still being prepared."""
     reachable = hub_status.check(ALLOW_LOCAL_MODELS)
@@ -181,7 +181,7 @@ def on_load():
             *choose_preset(label), notice, gr.Textbox(placeholder=placeholder), gr.Textbox(placeholder=placeholder))
 
 
-def preparation_status(chosen: str):
+def preparation_status(chosen: str) -> tuple[gr.HTML, gr.Timer]:
     """A line above the prompt while the default pair is prepared, saying where it stands; once it
     is ready, a pointer to it for a visitor still on the quick pair. The timer stops then."""
     message, ready = warmup.preparation(registry, DEFAULT_PRESET.own_keys(S.device))
@@ -196,14 +196,14 @@ def drafter_choices(pair: Preset, custom_draft: str = "", current: str | None = 
     return gr.Radio(choices=offered, value=chosen)
 
 
-def choose_preset(label: str):
+def choose_preset(label: str) -> tuple[gr.Radio, gr.Row, str]:
     """The pair's drafters, its notes, and (for a custom pair) the two model boxes."""
     pair = PRESET_BY_LABEL.get(label, DEFAULT_PRESET)
     unreachable = hub.hub_name() if hub_status.reachable is False else None
     return drafter_choices(pair), gr.Row(visible=pair.label == CUSTOM), render.pair_notes(pair, ALLOW_LOCAL_MODELS, unreachable)
 
 
-def custom_draft_typed(label: str, custom_draft: str, current: str):
+def custom_draft_typed(label: str, custom_draft: str, current: str) -> gr.Radio:
     return drafter_choices(PRESET_BY_LABEL.get(label, DEFAULT_PRESET), custom_draft, current)
 
 

@@ -42,8 +42,8 @@ class RepeatLastPlugin:
         return RepeatLastDrafter()
 
     def schedule(self, drafter: Drafter, config: GenerationConfig, memory: PairMemory | None,
-                 learned: TargetMemory | None) -> Schedule:
-        return FixedK(config.num_assistant_tokens, learned and learned.call_costs)
+                 target_memory: TargetMemory | None) -> Schedule:
+        return FixedK(config.num_assistant_tokens, target_memory and target_memory.call_costs)
 
 
 # --- The one line: its entry in PLUGINS (here for the length of a test) -----------------------------

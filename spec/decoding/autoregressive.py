@@ -1,4 +1,4 @@
-"""Plain autoregressive decoding with a KV cache: the baseline, and the draft model's inner step."""
+"""Plain autoregressive decoding with a KV cache: the baseline lane, and the one-token target step both loops take."""
 from __future__ import annotations
 
 import threading

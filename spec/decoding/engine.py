@@ -26,17 +26,17 @@ __all__ = ["LearnedState", "choose_drafter", "encode_prompt", "generate", "make_
 
 
 def make_drafter(
-    kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng, prompt: str = "",
-    history: np.ndarray | None = None, memory: TargetMemory | None = None,
+    kind: str, target: LoadedModel, draft: LoadedModel | None, config: GenerationConfig, rng: np.random.Generator,
+    prompt: str = "", history: np.ndarray | None = None, target_memory: TargetMemory | None = None,
 ) -> Drafter:
     """The drafter the plug-in called `kind` makes for one generation (spec.decoding.plugins).
     `prompt` is the prompt's text (a draft with another tokenizer encodes it itself); `history`:
-    the target's other answers, for prompt lookup to search (AnswerHistory.corpus); `memory`: what
+    the target's other answers, for prompt lookup to search (AnswerHistory.corpus); `target_memory`: what
     earlier generations learned about the target (LearnedState.about)."""
     plugin = drafter_plugin(kind)
     if plugin.needs_draft_model and draft is None:
         raise ValueError(f"the {kind} drafter needs a draft model: give one, or use prompt lookup")
-    return plugin.drafter(DraftSetup(target, draft, config, rng, prompt, history, memory))
+    return plugin.drafter(DraftSetup(target, draft, config, rng, prompt, history, target_memory))
 
 
 def choose_drafter(draft: LoadedModel | None, prompt_lookup: bool, drafter: str | None = None) -> str | None:
@@ -99,11 +99,12 @@ def stream(
     kind = choose_drafter(draft, prompt_lookup, drafter)
     prompt_ids = encode_prompt(target.tokenizer, prompt, config.chat)
     rng = np.random.default_rng(config.seed)
-    chosen = memory = None
+    chosen = target_memory = None
     if kind is not None:
         learned = learned if learned is not None else LearnedState()
-        memory = learned.about(target)
-        chosen = make_drafter(kind, target, draft, config, rng, prompt, history.corpus(prompt_ids) if history else None, memory)
+        target_memory = learned.about(target)
+        chosen = make_drafter(kind, target, draft, config, rng, prompt, history.corpus(prompt_ids) if history else None,
+                              target_memory)
     vocab = chosen.target_vocab if chosen is not None and chosen.target_vocab is not None else target.vocab_size
     sampler = Sampler(config.temperature, config.top_k, config.top_p, vocab, rng)
     generation = Generation(target.tokenizer, prompt_ids, config, target.eos_token_ids)
@@ -114,14 +115,15 @@ def stream(
     target_cache = target.for_rounds()[0].new_cache()  # compiled as verify rounds run fastest on this machine
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
     # learned of them carries over to the next generation given the same `learned` (and to the next
-    # start, where it keeps them in a file: spec.decoding.kept_pairs). Prompt lookup's
-    # payoff depends on the prompt, so it starts afresh. Each drafter learns apart (the key names
-    # it): the hybrid drafts with the model only where lookup finds nothing, the hard places, and
-    # its acceptance there would make the model alone look worse than it is.
+    # start, where it keeps them in a file: spec.decoding.kept_pairs). Prompt lookup's acceptance
+    # depends on the prompt, so it is learned afresh; what its wide rounds kept (LookupYields) is
+    # the target's, shared by lookup and the hybrid. Each drafter's pair record is its own (the key
+    # names it): the hybrid drafts with the model only where lookup finds nothing, the hard places,
+    # and its acceptance there would make the model alone look worse than it is.
     plugin, pair = PLUGINS[kind], None
     if plugin.needs_draft_model:
         pair = learned.pair(target, draft, kind)
-    schedule = plugin.schedule(chosen, config, pair, memory)
+    schedule = plugin.schedule(chosen, config, pair, target_memory)
     steps = speculative(target_cache, chosen, schedule, sampler, generation, cancel, config.max_matching_ngram_size)
     return _releasing(steps, target_cache, chosen, history, generation)
 

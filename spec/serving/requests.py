@@ -10,7 +10,7 @@ from spec.decoding.plugins import PLUGINS
 from spec.serving.presets import CUSTOM, Preset
 
 
-def number(value, name: str, bounds: tuple[float, float], whole: bool = False) -> float | int:
+def number(value: object, name: str, bounds: tuple[float, float], whole: bool = False) -> float | int:
     """`value` as a number within `bounds`; ValueError with a sentence when it is not."""
     low, high = bounds
     shown = repr(value)[:40]
@@ -27,8 +27,10 @@ def number(value, name: str, bounds: tuple[float, float], whole: bool = False) -
     return int(figure) if whole else figure
 
 
-def generation_config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, seed, ranges: dict) -> GenerationConfig:
-    """The engine's settings from the visitor's values; `ranges` bounds each control (the page's sliders)."""
+def generation_config(prompt: object, max_new_tokens: object, k: object, dynamic_k: object, temperature: object,
+                      top_p: object, seed: object, ranges: dict[str, tuple[float, float]]) -> GenerationConfig:
+    """The engine's settings from the visitor's values, whatever their types (an API client sends
+    anything); `ranges` bounds each control (the page's sliders)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type some text, or pick one of the examples.")
     if seed is not None and seed != "":
@@ -43,7 +45,7 @@ def generation_config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, 
     ).validate()
 
 
-def choose_pair(presets: dict[str, Preset], label, drafter, drafter_names: dict[str, str], hub_reachable: bool,
+def choose_pair(presets: dict[str, Preset], label: object, drafter: object, drafter_names: dict[str, str], hub_reachable: bool,
                 cached: Callable[[str], bool]) -> Preset:
     """The pair the visitor names, if it can run here with that drafter; ValueError with a sentence when not."""
     pair = presets.get(label) if isinstance(label, str) else None

@@ -25,7 +25,7 @@ class DraftModelPlugin:
 
     def drafter(self, setup: DraftSetup) -> Drafter:
         target, draft, config = setup.target, setup.draft, setup.config
-        checked = setup.memory.shared_vocab if setup.memory is not None else {}  # compared once per pair
+        checked = setup.target_memory.shared_vocab if setup.target_memory is not None else {}  # compared once per pair
         if draft.ref not in checked:
             checked[draft.ref] = shared_vocab_size(target.tokenizer, draft.tokenizer)
         shared = checked[draft.ref]
@@ -41,9 +41,9 @@ class DraftModelPlugin:
         return DraftModelDrafter(draft.model.new_cache(), sampler)
 
     def schedule(self, drafter: Drafter, config: GenerationConfig, memory: PairMemory | None,
-                 learned: TargetMemory | None) -> Schedule:
+                 target_memory: TargetMemory | None) -> Schedule:
         """DynamicK drafts fewer tokens, or none, where drafting does not pay; fixed K drafts K every round."""
-        costs = learned.call_costs if learned is not None else None
+        costs = target_memory.call_costs if target_memory is not None else None
         if not config.dynamic_k:
             return FixedK(config.num_assistant_tokens, costs)
         return DynamicK(config.num_assistant_tokens, memory=memory, costs=costs)

@@ -21,7 +21,7 @@ class HybridPlugin:
         return HybridDrafter(DraftModelPlugin().drafter(setup), lookup)
 
     def schedule(self, drafter: HybridDrafter, config: GenerationConfig, memory: PairMemory | None,
-                 learned: TargetMemory | None) -> Schedule:
-        costs, yields = (learned.call_costs, learned.lookup_yields) if learned is not None else (None, None)
+                 target_memory: TargetMemory | None) -> Schedule:
+        costs, yields = (target_memory.call_costs, target_memory.lookup_yields) if target_memory is not None else (None, None)
         return HybridK(config.num_assistant_tokens, config.dynamic_k, memory, config.max_matching_ngram_size,
                        drafter.lookup, costs, config.max_new_tokens, yields)

@@ -26,7 +26,7 @@ class DraftSetup:
     rng: np.random.Generator | None  # the target sampler's: a seeded run draws from one stream
     prompt: str = ""  # the prompt as text (a draft with a tokenizer of its own encodes it itself)
     history: np.ndarray | None = None  # the target's answers to other prompts (AnswerHistory.corpus), for lookups
-    memory: TargetMemory | None = None  # what earlier generations learned about the target (None: nothing)
+    target_memory: TargetMemory | None = None  # what earlier generations learned about the target (None: nothing)
 
 
 class DrafterPlugin(Protocol):
@@ -39,11 +39,11 @@ class DrafterPlugin(Protocol):
     needs_draft_model: bool  # it drafts with a second model (draft=...); False: it takes none
 
     def drafter(self, setup: DraftSetup) -> Drafter:
-        """A fresh drafter for one generation (its tokens' kind on the page is the drafter's `kind`)."""
+        """A fresh drafter for one generation (the page colours its kept tokens by each Proposal's `kind`)."""
 
     def schedule(self, drafter: Drafter, config: GenerationConfig, memory: PairMemory | None,
-                 learned: TargetMemory | None) -> Schedule:
+                 target_memory: TargetMemory | None) -> Schedule:
         """What plans `drafter`'s rounds from K = config.num_assistant_tokens, adapting them when
         config.dynamic_k. memory: what the pair learned in earlier generations (for a plug-in that
-        needs a draft model); learned: what the target's earlier generations learned of it, what its
+        needs a draft model); target_memory: what the target's earlier generations learned of it, what its
         calls cost (`call_costs`) and what lookup's rounds kept (`lookup_yields`) (None: afresh)."""

@@ -19,9 +19,9 @@ class PromptLookupPlugin:
         return PromptLookupDrafter(setup.config.max_matching_ngram_size, history=setup.history)
 
     def schedule(self, drafter: PromptLookupDrafter, config: GenerationConfig, memory: PairMemory | None,
-                 learned: TargetMemory | None) -> Schedule:
+                 target_memory: TargetMemory | None) -> Schedule:
         """LookupK asks the lookup what it would copy and picks K from it; fixed K verifies K every round."""
-        costs, yields = (learned.call_costs, learned.lookup_yields) if learned is not None else (None, None)
+        costs, yields = (target_memory.call_costs, target_memory.lookup_yields) if target_memory is not None else (None, None)
         if not config.dynamic_k:
             return FixedK(config.num_assistant_tokens, costs)
         return LookupK(config.num_assistant_tokens, config.max_matching_ngram_size, lookup=drafter, costs=costs, yields=yields)

@@ -24,7 +24,8 @@ draft that pays on the whole. docs/design-notes.md has the measurements behind t
 
 What a draft model's pair learned carries over to the pair's next generation (`PairMemory`): its
 cost is a property of the two models on this device, so a draft that cannot pay is not re-learned
-at every prompt. Prompt lookup starts afresh each time: its payoff depends on the prompt.
+at every prompt. Prompt lookup (spec.decoding.policy.lookup_k) learns its acceptance afresh each
+time, since it depends on the prompt; only what its wide rounds kept (`LookupYields`) carries over.
 """
 from __future__ import annotations
 

@@ -48,11 +48,11 @@ class HybridK(LookupK):
     """
 
     def __init__(
-        self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram: int = 3,
+        self, k: int, dynamic: bool = True, memory: PairMemory | None = None, max_ngram_size: int = 3,
         lookup: PromptLookupDrafter | None = None, costs: CallCosts | None = None, budget: int | None = None,
         yields: LookupYields | None = None,
     ):
-        super().__init__(k, max_ngram, None if dynamic else (k,), lookup, costs, yields)
+        super().__init__(k, max_ngram_size, None if dynamic else (k,), lookup, costs, yields)
         self.dynamic = dynamic
         self.memory = memory if memory is not None else PairMemory()
         self.budget = budget  # new tokens the generation may write (None: not said, the prompt's reading is not priced)

@@ -39,14 +39,14 @@ class LookupK(TimedSchedule):
     """
 
     def __init__(
-        self, k: int, max_ngram: int = 3, choices: tuple[int, ...] | None = None, lookup: PromptLookupDrafter | None = None,
+        self, k: int, max_ngram_size: int = 3, choices: tuple[int, ...] | None = None, lookup: PromptLookupDrafter | None = None,
         costs: CallCosts | None = None, yields: LookupYields | None = None,
     ):
         super().__init__(costs)
         self.k = k  # the K asked for: where the schedule starts
         self.yields = yields if yields is not None else LookupYields()  # the target's, shared with its other generations
         self.choices = choices or tuple(sorted({*LOOKUP_CHOICES, k}))
-        self.lookup = lookup if lookup is not None else PromptLookupDrafter(max_ngram)  # asked what it would copy
+        self.lookup = lookup if lookup is not None else PromptLookupDrafter(max_ngram_size)  # asked what it would copy
         self.acceptance = LookupAcceptance()
         self._plan = Round(k, k, PROMPT_LOOKUP)
         self._match: tuple[int, int] = (0, 0)  # (acceptance key, tokens available) the round was planned on

@@ -16,7 +16,7 @@ class RoundResult(NamedTuple):
     drafted: int  # tokens the drafter made (not the free guesses that filled the rest of the width)
     accepted: int  # drafts the target kept, guesses included
     draft_seconds: float  # drafting, the catch-up excluded
-    verify_seconds: float  # the verify call
+    verify_seconds: float  # the verify call, its sampling and acceptance included (as a plain step's seconds include its sampling)
     catch_up_seconds: float = 0.0  # the draft model first reading what it had not seen (the prompt, or rounds it did not draft)
     draft_calls: int = 0  # the draft model's calls, the catch-up excluded (0: the drafter did not say)
 
