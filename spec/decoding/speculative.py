@@ -44,8 +44,7 @@ def speculative(
 
     target_cache: the target's KV cache; the drafter keeps its own, if it has one. schedule: plans
     each round (K, how many of them the drafter makes) and learns from it (spec.decoding.policy).
-    cancel: set it to stop after the current step. lookup_ngram: the longest n-gram guesses match on
-    (config.max_matching_ngram_size; the drafters' max_ngram_size).
+    cancel: set it to stop after the current step. lookup_ngram: the longest n-gram guesses match on.
     """
     generation.stats.drafted_by = drafter.name
     generation.resume()
@@ -64,8 +63,7 @@ def speculative(
         other = target_cache.others_width  # another generation on this compiled model (the race's other lane) called it since
         if other is not None:
             schedule.observe_other_call(other)
-        # 0. Plan (dynamic K): how wide a verify call, how many of its tokens the drafter makes, from where.
-        k, draft_length, source = schedule.next_round(context)
+        k, draft_length, source = schedule.next_round(context)  # 0. Plan: the width, the drafts, their source
         if k == 0 or generation.remaining == 1:  # drafting does not pay right now (or one token is left)
             step = _plain_step(target_cache, context, sampler, schedule, generation)
             yield step
