@@ -152,11 +152,20 @@ def generation_config(args: argparse.Namespace, drafter: str | None) -> Generati
         raise _UsageError("--k and --no-dynamic-k set how drafts are verified: give --draft REF or --prompt-lookup too")
     if args.temperature == 0 and (args.top_p != 1.0 or args.top_k != 0):
         raise _UsageError("--top-p and --top-k shape sampling, and --temperature 0 decodes greedily: give --temperature above 0")
-    return GenerationConfig(
-        max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-        seed=args.seed, num_assistant_tokens=4 if args.k is None else args.k, dynamic_k=not args.no_dynamic_k,
-        chat=not args.no_chat,
-    ).validate()
+    try:
+        return GenerationConfig(
+            max_new_tokens=args.max_new_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+            seed=args.seed, num_assistant_tokens=4 if args.k is None else args.k, dynamic_k=not args.no_dynamic_k,
+            chat=not args.no_chat,
+        ).validate()
+    except ValueError as error:  # named by the option the user typed, not by the engine's setting
+        message = str(error)
+        setting = next((name for name in _OPTIONS if message.startswith(name + " ")), None)
+        raise _UsageError(message if setting is None else _OPTIONS[setting] + message[len(setting):]) from None
+
+
+_OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p",
+            "num_assistant_tokens (K)": "--k", "seed": "--seed"}
 
 
 @contextlib.contextmanager

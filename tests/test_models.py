@@ -352,6 +352,12 @@ def test_bad_requests_raise_model_error(cache, ref, weight_format, match):
         resolve_model(ref, weight_format=weight_format)
 
 
+def test_a_gguf_file_is_refused_with_the_forms_there_are(cache, tmp_path):
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    with pytest.raises(ModelError, match="is a GGUF file: only the embedded models are read from GGUF"):
+        resolve_model(str(tmp_path / "model.gguf"))
+
+
 def test_directory_without_a_model_is_refused(cache, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ModelError, match="neither an OpenVINO model"):

@@ -102,6 +102,9 @@ def _resolve_local(ref: str, weight_format: str, report: ProgressFn, source_read
     if not path.exists():
         raise ModelError(f"There is no directory {ref!r}: give an existing model directory or a Hub id like owner/name.")
     if not path.is_dir():
+        if path.suffix.lower() == ".gguf":
+            raise ModelError(f"{ref!r} is a GGUF file: only the embedded models are read from GGUF (embedded:NAME); give a "
+                             "folder with an OpenVINO IR or a Transformers checkpoint, or a Hub id.")
         raise ModelError(f"{ref!r} is a file: give the directory that holds the model instead.")
     if (path / IR_XML).is_file():
         _check_ir_dir(path, ref)
