@@ -74,7 +74,8 @@ class Setting:
     @property
     def how(self) -> str:
         """Its drafter in words, e.g. "draft self-int4", "prompt lookup", "hybrid (smollm2 + lookup)"."""
-        return {DRAFT_MODEL: f"draft {self.draft}", LOOKUP: "prompt lookup", HYBRID: f"hybrid ({self.draft} + lookup)"}[self.drafter]
+        named = {DRAFT_MODEL: f"draft {self.draft}", LOOKUP: "prompt lookup", HYBRID: f"hybrid ({self.draft} + lookup)"}
+        return named.get(self.drafter) or str(self.drafter)  # a plug-in of your own: its name
 
     @property
     def method(self) -> str:

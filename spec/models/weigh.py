@@ -15,8 +15,6 @@ from spec.models import hub
 from spec.models.export import IR_BIN, IR_XML
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
-               "F8_E4M3": 1, "F8_E5M2": 1}
 CONFIG_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 # A checkpoint that says nothing of its dtype is taken as 16-bit, as most on the Hub are: if it is
 # fp32 after all, its parameters are overcounted, which errs on the server's side.

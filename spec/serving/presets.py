@@ -102,9 +102,8 @@ PRESETS: tuple[Preset, ...] = (
         "whichever is expected to keep more tokens per second: prompt lookup where the answer copies the "
         "prompt (edit, rename, fix code), the draft model where the text is new.",
         needs_hub=False,
-        # INT4 or INT8, whichever this CPU multiplies faster: the same guesses either way (agreement
-        # with the target 0.881 and 0.880), and the draft's token is most of what a round costs on a CPU
-        # whose INT4 kernels are slow.
+        # INT4 or INT8, whichever this CPU multiplies faster: the two guess alike (docs/benchmarks.md),
+        # and the draft's token is most of what a round costs on a CPU whose INT4 kernels are slow.
         draft_weight_format=MEASURED,
     ),
     Preset(

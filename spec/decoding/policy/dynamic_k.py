@@ -147,8 +147,8 @@ class DynamicK(TimedSchedule):
 
     def verify_k(self, drafted: int) -> int:
         """The cheapest width that holds what the draft made: narrower than planned where it stopped
-        early and a narrower call costs less, the switch counted (as on an AVX2 CPU, where a call of
-        5 costs about two steps and one of 2 one)."""
+        early and a narrower call costs less, the switch counted (as on a CPU whose wide calls cost
+        several steps)."""
         if 0 < drafted < self._round_n:
             self._round_k = min(self._round_k, self.verify_cost(drafted, switch=True)[0])
         return self._round_k

@@ -101,12 +101,11 @@ class LookupYields:
 
     A round is priced by its match's acceptance per draft, learned in this generation, and the K
     that looks best is often the widest right after a long copy was kept whole; the copy then breaks
-    at the next edit. Chosen where they look best, wide rounds keep less than they promised: served
-    under emulated AVX2, rounds of 32 kept 0.49 of it and of 16 0.80, rounds of 1-3 as much as
-    promised (docs/design-notes.md). Where a wide call costs many steps (AVX2 kernels: width 33
-    about 13) one broken copy loses more than a whole one gains, so each wide K is weighed at what
-    its rounds kept, never above what they promised: a copy kept whole already raised this
-    generation's acceptance.
+    at the next edit. Chosen where they look best, wide rounds keep less than they promised, the
+    widest least, where narrow ones keep about what they promised (docs/design-notes.md). Where a
+    wide call costs many steps (AVX2 kernels), one broken copy loses more than a whole one gains, so
+    each wide K is weighed at what its rounds kept, never above what they promised: a copy kept
+    whole already raised this generation's acceptance.
     """
 
     promised: dict[int, float] = field(default_factory=dict)  # K -> tokens its rounds were planned to keep (decayed) ...
