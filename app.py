@@ -39,7 +39,7 @@ from spec.serving.phases import RacePhase
 from spec.serving.playback import watch
 from spec.serving.presets import CUSTOM, PRESETS, Preset, operator_pair, pair_keys
 from spec.serving.recording import RaceRequest
-from spec.serving.requests import choose_pair, generation_config, offered_drafters, readable
+from spec.serving.requests import choose_pair, flag, generation_config, offered_drafters, readable
 from spec.serving.scheduler import Busy, Scheduler
 from spec.serving.sessions import Sessions
 from spec.serving.settings import ServerSettings
@@ -89,7 +89,7 @@ def _request(prompt, preset_label, custom_target, custom_draft, drafter, k, dyna
     pair = choose_pair(PRESET_BY_LABEL, preset_label, drafter, {v: n for n, v in DRAFTER_CHOICES},
                        hub_status.reachable is not False, hub.cached)
     target_ref, draft_ref = pair.models(drafter, str(custom_target or ""), str(custom_draft or ""))
-    if exact:
+    if flag(exact, "Exact"):
         pair = dataclasses.replace(pair, precision=F32)
     config = generation_config(prompt, max_new_tokens, k, dynamic_k, temperature, top_p, seed, RANGES)
     hub_only = pair.label == CUSTOM and not ALLOW_LOCAL_MODELS  # a visitor's model: never a server path
@@ -292,7 +292,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     api.click(race, race_inputs, race_outputs, api_name="race", postprocess=False, **heavy)
     api.click(race_live, race_inputs, race_outputs, api_name="race_live", postprocess=False, **heavy)
     stop_button.click(stop, None, None, queue=False, api_name="stop")
-    quiet = dict(queue=False, api_visibility="private", show_progress="hidden")
+    quiet = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)  # each handler checks its own inputs
     preset.change(choose_preset, preset, [drafter, custom_row, preset_notes], **quiet)
     custom_draft.change(custom_draft_typed, [preset, custom_draft, drafter], drafter, **quiet)
     timer = gr.Timer(2.0)

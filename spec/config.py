@@ -48,6 +48,9 @@ def default_device() -> str:
     return os.environ.get("SPEC_DEVICE", "").strip() or "CPU"
 
 
+MIN_TEMPERATURE = 0.01  # the lowest sampling temperature; below it the scaled logits overflow (0 decodes greedily)
+
+
 @dataclass
 class GenerationConfig:
     """How to generate: the names are transformers' GenerationConfig's where the idea is the same."""
@@ -90,6 +93,8 @@ class GenerationConfig:
         """Raise ValueError naming the offending value; return self for chaining."""
         _check_int("max_new_tokens", self.max_new_tokens, 1, 8192)
         _check_number("temperature", self.temperature, 0.0, 10.0)
+        if 0.0 < self.temperature < MIN_TEMPERATURE:  # logits divided by it overflow: 0 is greedy
+            raise ValueError(f"temperature must be 0 (greedy) or from {MIN_TEMPERATURE:g} to 10, got {self.temperature!r}")
         _check_int("top_k", self.top_k, 0, None)
         if not _is_number(self.top_p) or not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")

@@ -84,6 +84,8 @@ def test_the_whole_answer_is_what_the_stream_yields_and_each_step_keeps_its_own_
     (dict(draft="owner/name"), "draft must be a model from load_model.*'owner/name'"),
     (dict(prompt="   "), "prompt is empty"),
     (dict(prompt=["Hello"]), "prompt must be a string, got list"),
+    (dict(prompt="caf\ud800"), r"prompt is not valid text at character 3 \('\\ud800', half of a character\)"),
+    (dict(temperature=1e-320), r"temperature must be 0 \(greedy\) or from 0.01 to 10"),
     (dict(target="owner/name"), r"target must be a model from load_model.*load_model\('owner/name'\)"),
 ])
 def test_bad_input_is_a_value_error_naming_the_offending_value(tiny_pairs, call, message):

@@ -35,3 +35,11 @@ def test_hub_only_never_looks_at_the_server_or_names_its_paths(ref, monkeypatch)
         assert "Hugging Face model ids only" in message and ref not in message
     else:  # written like owner/name: it goes to the Hub, which does not have it
         assert "Hugging Face Hub" in message
+
+
+def test_a_visitor_who_may_name_hub_ids_only_is_not_told_to_use_an_embedded_model():
+    from spec.serving.requests import readable
+
+    message = "Could not reach the Hub to download a/b, and it is not cached: check the network, or use embedded:Qwen2.5-Coder-1.5B-Instruct."
+    assert readable(message, None, allow_local_models=False).endswith("or pick an offline pair from the list.")
+    assert readable(message, None, allow_local_models=True) == message  # where a custom pair may name it, it works

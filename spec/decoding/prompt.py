@@ -8,6 +8,11 @@ def encode_prompt(tokenizer, prompt: str, chat: bool = True) -> list[int]:
         raise ValueError(f"prompt must be a string, got {type(prompt).__name__} {str(prompt)[:80]!r}")
     if not prompt.strip():
         raise ValueError(f"prompt is empty ({prompt!r}): give the model some text to continue")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate: half of a character, which no tokenizer reads
+        raise ValueError(f"prompt is not valid text at character {error.start} ({prompt[error.start]!r}, half of a "
+                         "character): paste it again as plain text") from None
     if chat and getattr(tokenizer, "chat_template", None):
         text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True)
         return tokenizer(text, add_special_tokens=False)["input_ids"]
