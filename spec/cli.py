@@ -191,17 +191,21 @@ def model_keys(args: argparse.Namespace, target: str | None, draft: str | None) 
     return list(pair_keys(target, draft, args.device or default_device(), weight_format=args.weight_format, precision=args.precision))
 
 
-def _load(keys: list[ModelKey | None], quiet: bool, warm: bool = False) -> list:
-    """The models `keys` name (None stays None), loaded with one progress line per phase on stderr;
-    `warm`: each runs a first inference, so that no method's clock in a race pays for it."""
+def _load(keys: list[ModelKey | None], quiet: bool, prompt: str, config: GenerationConfig, warm: bool = False) -> list:
+    """The models `keys` name (None stays None, the target first), loaded with one progress line per
+    phase on stderr; the prompt checked against the target's context before anything runs; `warm`:
+    each runs a first inference, so that no method's clock in a race pays for it."""
     from spec.models.registry import ModelRegistry  # imported late: --help stays fast
+    from spec.serving.limits import Limits, check_prompt
     from spec.serving.loading import warm_up
 
     progress = None if quiet else TerminalProgress(library_output.terminal(), "[spec] ")
     registry = ModelRegistry()
     try:
         with _library_output_to_stderr():
-            models = [None if key is None else registry.get(key, progress) for key in keys]
+            target = registry.get(keys[0], progress)
+            check_prompt(prompt, target, config, Limits(max_prompt_tokens=1 << 30, max_race_seconds=None))
+            models = [target, *(None if key is None else registry.get(key, progress) for key in keys[1:])]
             models = [warm_up(model) if warm and model is not None else model for model in models]
     finally:
         if progress:
@@ -213,7 +217,6 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     """One generation, streamed to stdout (unless --json); returns what --json prints."""
     from spec.decoding.engine import stream  # imported late: --help stays fast
     from spec.decoding.generation import GenerationResult
-    from spec.serving.limits import Limits, check_prompt
     from spec.serving.verdict import CANCELLED
 
     drafter = choose_drafter(args)
@@ -223,8 +226,8 @@ def run(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
         raise _UsageError("--mode autoregressive decodes without drafts: leave out --draft, --prompt-lookup and --drafter")
     config = generation_config(args, drafter)
     prompt = read_prompt(args, stdin)
-    target, draft = _load(model_keys(args, args.target, args.draft if needs_draft_model(drafter) else None), args.quiet)
-    check_prompt(prompt, target, config, Limits(max_prompt_tokens=1 << 30, max_race_seconds=None))
+    target, draft = _load(model_keys(args, args.target, args.draft if needs_draft_model(drafter) else None), args.quiet,
+                          prompt, config)
     cancel, learned = threading.Event(), _learned()
     steps, interrupted = [], False
     try:
@@ -267,7 +270,6 @@ def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
     """Both methods on one prompt, taking turns by compute time as the page races them; returns
     what --json prints: each lane as `run --json` gives it, the verdict and why."""
     from spec.models.embedded import DEFAULT_REF, DRAFT_REF
-    from spec.serving.limits import Limits, check_prompt
     from spec.serving.numbers import race_numbers
     from spec.serving.race import run_race
     from spec.serving.verdict import CANCELLED, verdict
@@ -280,8 +282,7 @@ def race(args: argparse.Namespace, stdin: TextIO | None = None) -> dict:
         draft_ref, drafter = DRAFT_REF, HYBRID  # the page's default pair
     config = generation_config(args, drafter)
     prompt = read_prompt(args, stdin)
-    target, draft = _load(model_keys(args, target_ref, draft_ref), args.quiet, warm=True)
-    check_prompt(prompt, target, config, Limits(max_prompt_tokens=1 << 30, max_race_seconds=None))
+    target, draft = _load(model_keys(args, target_ref, draft_ref), args.quiet, prompt, config, warm=True)
     cancel, last, learned = threading.Event(), None, _learned()
     if not args.quiet:
         print(f"[spec] Racing autoregressive against speculative ({drafter}) on {target.ref}…", file=sys.stderr, flush=True)
