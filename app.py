@@ -48,7 +48,7 @@ from spec.serving.store import RecordingStore
 # --- Settings (environment variables, spec/serving/settings.py; flags override host and port) ---
 
 S = ServerSettings.from_env()
-ALLOW_LOCAL_MODELS = S.allow_local_models  # main() turns it off behind --share unless it is set
+ALLOW_LOCAL_MODELS = S.local_models_allowed(S.host, share=False)  # main() decides again from --host and --share
 LIMITS = Limits(max_prompt_tokens=S.max_prompt_tokens, max_race_seconds=S.max_race_seconds or None)
 # The controls' ranges, which the API shares (Gradio's own checks are off, so that out-of-range
 # input gets a sentence, not a traceback in the server log), and their starting values.
@@ -330,8 +330,7 @@ def _preload() -> None:
 def main(argv: list[str] | None = None) -> None:
     global ALLOW_LOCAL_MODELS
     args = S.flags(argv)
-    if args.share and not os.environ.get("SPEC_ALLOW_LOCAL_MODELS", "").strip():
-        ALLOW_LOCAL_MODELS = False  # a public link: visitors' custom pairs take Hub ids only
+    ALLOW_LOCAL_MODELS = S.local_models_allowed(args.host, args.share)  # others can open the page: Hub ids only
     library_output.log_to_terminal()  # the server's own lines, even while a conversion captures library output; not every request
     torch_free.hide_torch()  # the server never computes with torch: a checkpoint is exported in a child that has it
     threading.Thread(target=_preload, name="preload", daemon=True).start()

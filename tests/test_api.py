@@ -161,3 +161,15 @@ def test_the_server_stops_at_start_up_on_a_device_or_a_format_it_cannot_use(monk
         ServerSettings.from_env({"SPEC_APP_WEIGHT_FORMAT": "int3"})
     with pytest.raises(SystemExit, match="SPEC_APP_PRECISION must be one of f32, default, got 'bf16'"):
         ServerSettings.from_env({"SPEC_APP_PRECISION": "bf16"})
+
+
+def test_a_visitor_names_the_servers_folders_only_where_nobody_else_can_open_the_page():
+    from spec.serving.settings import ServerSettings
+
+    here = ServerSettings.from_env({})
+    assert here.local_models_allowed("127.0.0.1", share=False)
+    assert not here.local_models_allowed("0.0.0.0", share=False)  # a workshop's network
+    assert not here.local_models_allowed("127.0.0.1", share=True)  # a public link
+    assert not ServerSettings.from_env({"SPACE_ID": "a/b"}).local_models_allowed("127.0.0.1", share=False)
+    assert ServerSettings.from_env({"SPEC_ALLOW_LOCAL_MODELS": "1"}).local_models_allowed("0.0.0.0", share=True)  # told so
+    assert not ServerSettings.from_env({"SPEC_ALLOW_LOCAL_MODELS": "0"}).local_models_allowed("127.0.0.1", share=False)

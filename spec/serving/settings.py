@@ -26,6 +26,9 @@ def _flag(raw: str) -> bool:
 _flag.__name__ = "flag (1 or 0)"
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # addresses only this machine reaches
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     on_space: bool  # SPACE_ID is set: a Hugging Face Space
@@ -37,7 +40,8 @@ class ServerSettings:
     max_new_tokens: int = 512  # SPEC_APP_MAX_NEW_TOKENS: the slider's upper end
     max_prompt_tokens: int = 1024  # SPEC_MAX_PROMPT_TOKENS: longer prompts are refused (the model's context bounds them too)
     max_race_seconds: float = 120.0  # SPEC_MAX_RACE_SECONDS: both lanes stop after this long; 0 means no limit
-    allow_local_models: bool = True  # SPEC_ALLOW_LOCAL_MODELS: custom pairs may name folders on this server (never on a Space by default)
+    # SPEC_ALLOW_LOCAL_MODELS: custom pairs may name folders on this server; unset: see local_models_allowed
+    allow_local_models: bool | None = None
     # SPEC_CUSTOM_MEMORY_GB: memory a visitor's model may take to convert or load (unset: 80% of what is available then)
     custom_memory_gb: float | None = None
     # SPEC_CUSTOM_DISK_GB: disk visitors' models may take together, least recently used evicted (unset: half the free disk)
@@ -61,6 +65,14 @@ class ServerSettings:
             return None if gb is None else int(gb * 10**9)
 
         return VisitorLimits(as_bytes(self.custom_memory_gb), as_bytes(self.custom_disk_gb))
+
+    def local_models_allowed(self, host: str, share: bool) -> bool:
+        """Whether a visitor's custom pair may name folders on this server: as SPEC_ALLOW_LOCAL_MODELS
+        says, else only where nobody else can open the page (not on a Space, not behind --share, not
+        listening beyond this machine), so that no visitor probes the server's files."""
+        if self.allow_local_models is not None:
+            return self.allow_local_models
+        return not (self.on_space or share) and host in LOOPBACK
 
     def flags(self, argv: list[str] | None = None) -> argparse.Namespace:
         """`python app.py`'s flags: --host and --port (which override the environment's) and --share."""
@@ -94,7 +106,7 @@ class ServerSettings:
             max_new_tokens=read("SPEC_APP_MAX_NEW_TOKENS", 512, int),
             max_prompt_tokens=read("SPEC_MAX_PROMPT_TOKENS", 1024, int),
             max_race_seconds=read("SPEC_MAX_RACE_SECONDS", 120.0, float),
-            allow_local_models=read("SPEC_ALLOW_LOCAL_MODELS", not on_space, _flag),
+            allow_local_models=read("SPEC_ALLOW_LOCAL_MODELS", None, _flag),
             custom_memory_gb=read("SPEC_CUSTOM_MEMORY_GB", None, float),
             custom_disk_gb=read("SPEC_CUSTOM_DISK_GB", None, float),
             update_seconds=read("SPEC_APP_UPDATE_SECONDS", 0.25, float),
