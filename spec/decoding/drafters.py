@@ -176,8 +176,8 @@ class PromptLookupDrafter(Drafter):
         if match is None or n <= 0:
             self._copy = self._matched = None
             return Proposal(np.empty(0, dtype=np.int64), None, time.perf_counter() - started, kind=LOOKUP)
-        source = self.history if match.in_history else context
-        tokens = np.asarray(source[match.start : match.start + min(n, match.available)], dtype=np.int64)
+        copied_from = self.history if match.in_history else context
+        tokens = np.asarray(copied_from[match.start : match.start + min(n, match.available)], dtype=np.int64)
         self._copy = None if match.in_history else (len(context), match.start, len(tokens))
         self._matched = None  # what it matches next depends on this copy
         return Proposal(tokens, None, time.perf_counter() - started, kind=LOOKUP)
