@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -60,7 +61,17 @@ def prepared_dir() -> Path | None:
     """$SPEC_PREPARED_DIR: a conversion cache made ahead of time (a Docker image's, by `python -m spec
     prepare` at build time), read before models_dir() and never written; None when unset."""
     path = os.environ.get("SPEC_PREPARED_DIR")
-    return Path(path).expanduser() if path else None
+    if not path:
+        return None
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        _say_once(f"SPEC_PREPARED_DIR={path} is not a folder: models are found or converted in {models_dir()} instead")
+    return folder
+
+
+@functools.lru_cache(maxsize=8)
+def _say_once(message: str) -> None:
+    logger.warning(message)
 
 
 def convert_cached(
