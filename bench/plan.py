@@ -12,12 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.workers import Family
+from spec.config import (
+    AUTOREGRESSIVE as AR,  # the engine's names for its modes and drafters, which the results record
+    DRAFT_MODEL,
+    HYBRID,
+    PROMPT_LOOKUP as LOOKUP,
+    SPECULATIVE as SPEC,
+)
 
 OPEN, GROUNDED = "open", "grounded"  # prompt-set kinds: answer not in the prompt / answer copies from it
 OURS, GENAI, OPTIMUM = "ours", "openvino-genai", "optimum-intel"
-AR, SPEC = "autoregressive", "speculative"
 GENAI_LOOKUP_K = 5  # openvino-genai's prompt lookup drafts this many tokens unless told otherwise
-DRAFT_MODEL, LOOKUP, HYBRID = "draft-model", "prompt-lookup", "hybrid"
 
 
 @dataclass(frozen=True)
