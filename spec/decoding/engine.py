@@ -52,7 +52,8 @@ def choose_drafter(draft: LoadedModel | None, prompt_lookup: bool, drafter: str 
             return HYBRID if prompt_lookup else DRAFT_MODEL
         return PROMPT_LOOKUP if prompt_lookup else None
     if drafter_plugin(drafter).needs_draft_model and draft is None:
-        raise ValueError(f"the {drafter} drafter needs a draft model: pass draft=load_model(...), or prompt_lookup=True")
+        raise ValueError(f"the {drafter} drafter needs a draft model: pass draft=load_model(...), or draft without "
+                         f"one (drafter={PROMPT_LOOKUP!r})")
     if not PLUGINS[drafter].needs_draft_model and draft is not None:
         raise ValueError(f"drafter={drafter!r} drafts without a model, but draft={draft.ref!r} was given: "
                          "leave out one of the two, or use drafter='hybrid'")
@@ -92,12 +93,25 @@ def stream(
     Raises ValueError, naming the offending values, for a setting out of range, an unknown setting
     or drafter, an empty prompt, or models that are not loaded.
     """
+    if config is not None and not isinstance(config, GenerationConfig):
+        raise ValueError(f"config must be a GenerationConfig, got {type(config).__name__} {str(config)[:40]!r}: "
+                         "or give the settings as keywords, e.g. max_new_tokens=64")
     config = (GenerationConfig() if config is None else config).updated(**settings)
     if not isinstance(target, LoadedModel):
-        hint = f": load it first, target = load_model({target!r})" if isinstance(target, str) else ""
+        hint = f": load it first, target = load_model({(target if isinstance(target, str) else None)!r})"
         raise ValueError(f"target must be a model from load_model(...), got {type(target).__name__}{hint}")
+    for name, value, wanted, called in (("cancel", cancel, threading.Event, "a threading.Event (set it to stop)"),
+                                        ("history", history, AnswerHistory, "an AnswerHistory"),
+                                        ("learned", learned, LearnedState, "a LearnedState")):
+        if value is not None and not isinstance(value, wanted):
+            raise ValueError(f"{name} must be {called} or None, got {type(value).__name__}")
     kind = choose_drafter(draft, prompt_lookup, drafter)
     prompt_ids = encode_prompt(target.tokenizer, prompt, config.chat)
+    context = target.context_length
+    if context is not None and len(prompt_ids) + config.max_new_tokens > context:  # past it a model writes garbage
+        raise ValueError(f"the prompt is {len(prompt_ids):,} tokens (its chat template included); with max_new_tokens="
+                         f"{config.max_new_tokens:,} it would not fit the model's context of {context:,} tokens: "
+                         "shorten the prompt or ask for fewer new tokens")
     rng = np.random.default_rng(config.seed)
     chosen = target_memory = None
     if kind is not None:

@@ -66,6 +66,18 @@ class LoadedModel:
     def ref(self) -> str:
         return self.resolved.ref
 
+    @property
+    def context_length(self) -> int | None:
+        """Its context window, from its config.json (max_position_embeddings or kin); None if unstated."""
+        try:
+            config = json.loads((self.resolved.path / "config.json").read_text())
+        except (OSError, ValueError):
+            return None
+        for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+            if isinstance(config.get(name), int) and config[name] > 0:
+                return config[name]
+        return None
+
     def settings(self, speculative: bool = False) -> str:
         """The name of the settings it runs with: for speculative decoding's verify rounds, or else
         for one-token steps (spec.models.tuning), or its precision's when it was not tuned."""
@@ -199,6 +211,9 @@ def load_model(
     ever timed, all but tuning.FIRST are timed there too (a server's first start).
     ValueError for a setting it does not take; ModelError for a model that cannot be had, saying why.
     """
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress must be a function (message, fraction), got {progress!r}; a weight format is "
+                         f"given by name: load_model(..., weight_format={progress!r})")
     from transformers import AutoTokenizer  # heavy import, only needed once a model is loaded
 
     key = model_key(model, weight_format, precision, device)

@@ -2,7 +2,6 @@
 a sentence saying by how much, a prompt too long for them or for the model's context."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from spec.config import GenerationConfig
@@ -22,23 +21,10 @@ class PromptTooLong(ValueError):
     """The prompt does not fit the race's limits; str(e) says by how much and what to do."""
 
 
-def context_length(model: LoadedModel) -> int | None:
-    """The model's context window from its config.json (max_position_embeddings), or None if unstated."""
-    path = model.resolved.path / "config.json"
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        if isinstance(config.get(name), int) and config[name] > 0:
-            return config[name]
-    return None
-
-
 def check_prompt(prompt: str, target: LoadedModel, config: GenerationConfig, limits: Limits) -> int:
     """The prompt's length in tokens (chat template included); PromptTooLong when it and the new
     tokens would not fit the model's context, or it is longer than the server allows."""
-    context = context_length(target)
+    context = target.context_length
     room_left = None if context is None else context - config.max_new_tokens
     allowed = limits.max_prompt_tokens if room_left is None else min(limits.max_prompt_tokens, room_left)
     # No token of these vocabularies spans this many characters: a longer prompt cannot fit, and
