@@ -37,7 +37,7 @@ def _cli_keys(monkeypatch, *argv: str) -> list[ModelKey | None]:
     """The keys `python -m spec ARGV` asks to load (it stops there)."""
     asked = []
 
-    def load(keys, quiet, warm=False):
+    def load(keys, quiet, *_, **__):
         asked.extend(keys)
         raise _Loading
 
