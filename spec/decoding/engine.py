@@ -91,7 +91,8 @@ def stream(
     starts from it and adds to it. None: it learns afresh, and what it learns goes with it.
 
     Raises ValueError, naming the offending values, for a setting out of range, an unknown setting
-    or drafter, an empty prompt, or models that are not loaded.
+    or drafter, an empty prompt or one that with max_new_tokens overflows the model's context, an
+    argument of the wrong kind, or models that are not loaded.
     """
     if config is not None and not isinstance(config, GenerationConfig):
         raise ValueError(f"config must be a GenerationConfig, got {type(config).__name__} {str(config)[:40]!r}: "
