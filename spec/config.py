@@ -4,6 +4,7 @@ Each mode, drafter, precision and weight format is named here once; everything e
 """
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass, field, fields, replace
 
@@ -72,6 +73,15 @@ class GenerationConfig:
     chat: bool = True  # wrap the prompt in the tokenizer's chat template when it has one
 
     def __post_init__(self) -> None:
+        # A script's numpy numbers (np.int64(4) from np.arange) are Python's: the rules check them as such.
+        for name in ("max_new_tokens", "top_k", "seed", "num_assistant_tokens", "max_matching_ngram_size"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Integral) and not isinstance(value, (bool, int)):
+                setattr(self, name, int(value))
+        for name in ("temperature", "top_p"):
+            value = getattr(self, name)
+            if isinstance(value, numbers.Real) and not isinstance(value, (bool, float, int)):
+                setattr(self, name, float(value))
         if isinstance(self.stop_strings, str):  # one stop string, as transformers also takes it
             self.stop_strings = (self.stop_strings,)
         elif isinstance(self.stop_strings, list):

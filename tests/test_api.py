@@ -180,3 +180,17 @@ def test_a_visitor_names_the_servers_folders_only_where_nobody_else_can_open_the
     assert not ServerSettings.from_env({"SPACE_ID": "a/b"}).local_models_allowed("127.0.0.1", share=False)
     assert ServerSettings.from_env({"SPEC_ALLOW_LOCAL_MODELS": "1"}).local_models_allowed("0.0.0.0", share=True)  # told so
     assert not ServerSettings.from_env({"SPEC_ALLOW_LOCAL_MODELS": "0"}).local_models_allowed("127.0.0.1", share=False)
+
+
+def test_a_scripts_numpy_numbers_are_settings_like_pythons():
+    """K swept with np.arange, a temperature from an np.float32 array: taken, and kept as Python's numbers."""
+    import dataclasses
+    import json
+
+    import numpy as np
+
+    config = GenerationConfig(max_new_tokens=np.int64(5), num_assistant_tokens=np.int32(3), temperature=np.float32(0.5)).validate()
+    assert (config.max_new_tokens, config.num_assistant_tokens, config.temperature) == (5, 3, 0.5)
+    assert json.dumps(dataclasses.asdict(config))  # what a result records stays JSON
+    with pytest.raises(ValueError, match="max_new_tokens must be an integer"):
+        GenerationConfig(max_new_tokens=np.bool_(True)).validate()
