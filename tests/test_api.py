@@ -150,6 +150,8 @@ def test_a_device_openvino_does_not_see_is_named_before_the_model_is_fetched(mon
         runtime.check_device("NPU")
     with pytest.raises(ValueError, match=r"no device 'gpu' on this machine \(GPU: names are upper case\)"):
         runtime.check_device("gpu")
+    with pytest.raises(ValueError, match=r"does not take 'GPU:1': name one device as it lists them \(CPU, GPU.0, GPU.1\)"):
+        runtime.check_device("GPU:1")
     # load_model says so before it looks for the model: this one is on no Hub and in no cache.
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ValueError, match="no device 'NPU'"):

@@ -132,6 +132,9 @@ def check_device(device: str) -> None:
         return
     seen = core().available_devices  # "GPU.0", "GPU.1" where there are two, either of which "GPU" names
     names = set(seen) | {found.split(".")[0] for found in seen}
+    if ":" in device and name in names:  # "CPU:0": OpenVINO numbers devices with a dot, and only AUTO-like ones take a list
+        raise ValueError(f"OpenVINO does not take {device!r}: name one device as it lists them ({', '.join(seen)}); only "
+                         f"{', '.join(_VIRTUAL_DEVICES)} take devices after ':' (AUTO:{name})")
     if name not in names:
         case = f" ({name.upper()}: names are upper case)" if name.upper() in names else ""
         raise ValueError(f"OpenVINO finds no device {device!r} on this machine{case}: use one of {', '.join(seen)}")
