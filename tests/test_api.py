@@ -134,6 +134,10 @@ def test_a_model_reference_becomes_a_key_with_the_device_from_the_environment(mo
         model_key("owner/name", precision="bf16")
     with pytest.raises(ValueError, match="model must be a Hub id.*got int 7"):
         model_key(7)
+    with pytest.raises(ValueError, match="precision must be one of f32, default, got 'fp32'"):
+        model_key(ModelKey("owner/name", precision="fp32"))  # a key's own settings are checked as much, before any download
+    with pytest.raises(ValueError, match="device must be a name such as 'CPU'"):
+        model_key("owner/name", device=0)  # not taken for "unset"
 
 
 class _TwoGpus:  # OpenVINO's Core on a machine with two GPUs beside its CPU

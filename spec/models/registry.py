@@ -17,7 +17,7 @@ from typing import Iterator
 
 import numpy as np
 
-from spec.config import DEFAULT_PRECISION, INT8, PRECISIONS, WEIGHT_FORMATS, ModelKey, default_device
+from spec.config import DEFAULT_PRECISION, INT8, MEASURED, PRECISIONS, WEIGHT_FORMATS, ModelKey, default_device
 from spec.errors import Cancelled, ModelError
 from spec.models.calibration import CallCurve, curve_for, emulated_class, kept_curve_for
 from spec.models.conversion_cache import models_dir
@@ -306,15 +306,19 @@ def model_key(
                                                  ("device", device)) if value is not None}
         if given:
             raise ValueError(f"a ModelKey carries its own settings: set {', '.join(given)} in it, not beside it")
-        return model
-    if model is not None and not isinstance(model, (str, os.PathLike)):
+        weight_format, precision, device = model.weight_format, model.precision, model.device  # checked below, as given apart
+    elif model is not None and not isinstance(model, (str, os.PathLike)):
         raise ValueError(f"model must be a Hub id, embedded:<name>, a folder or a ModelKey, got {type(model).__name__} {model!r}")
+    if device is not None and not isinstance(device, str):
+        raise ValueError(f"device must be a name such as 'CPU' or 'GPU', got {device!r}")
     weight_format = INT8 if weight_format is None else weight_format
     precision = DEFAULT_PRECISION if precision is None else precision
-    if weight_format not in WEIGHT_FORMATS:
+    if weight_format not in WEIGHT_FORMATS and weight_format != MEASURED:
         raise ValueError(f"weight_format must be one of {', '.join(WEIGHT_FORMATS)}, got {weight_format!r}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if isinstance(model, ModelKey):
+        return model
     return ModelKey(None if model is None else os.fspath(model), weight_format, precision, device or default_device())
 
 
