@@ -218,7 +218,7 @@ def test_prompt_lookup_and_sampling_run(served):
         (dict(max_new_tokens=0), "Max new tokens must be from 1 to"),
         (dict(k=99), "K must be from 1 to 16"),
         (dict(temperature="hot"), "Temperature must be a number"),
-        (dict(temperature=1e-320), "Temperature must be 0 (greedy) or from 0.01 to 2"),
+        (dict(temperature=1e-320), "temperature must be 0 (greedy) or from 0.01"),
         (dict(prompt=12345), "The prompt must be text, got int"),
         (dict(dynamic_k="false"), "Dynamic K must be true or false, got 'false'"),
         (dict(exact="false"), "Exact must be true or false, got 'false'"),

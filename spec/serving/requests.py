@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from spec.config import DRAFT_MODEL, MIN_TEMPERATURE, GenerationConfig
+from spec.config import DRAFT_MODEL, GenerationConfig
 from spec.decoding.plugins import PLUGINS
 from spec.serving.presets import CUSTOM, Preset
 
@@ -45,12 +45,9 @@ def generation_config(prompt: object, max_new_tokens: object, k: object, dynamic
         raise ValueError("The prompt is empty: type some text, or pick one of the examples.")
     if seed is not None and seed != "":
         seed = number(seed, "The seed", (0, 2**63 - 1), whole=True)
-    temperature = number(temperature, "Temperature", ranges["temperature"])
-    if 0 < temperature < MIN_TEMPERATURE:
-        raise ValueError(f"Temperature must be 0 (greedy) or from {MIN_TEMPERATURE:g} to {ranges['temperature'][1]:g}, got {temperature!r}.")
     return GenerationConfig(
         max_new_tokens=number(max_new_tokens, "Max new tokens", ranges["max_new_tokens"], whole=True),
-        temperature=temperature,
+        temperature=number(temperature, "Temperature", ranges["temperature"]),
         top_p=number(top_p, "Top-p", ranges["top_p"]),
         seed=None if seed in (None, "") else seed,
         num_assistant_tokens=number(k, "K", ranges["k"], whole=True),
