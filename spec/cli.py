@@ -82,7 +82,7 @@ def _generation_options(command: argparse.ArgumentParser, target_help: str) -> N
                          f"this CPU runs faster; else {INT8})")
     command.add_argument("--device", help=DEVICE_HELP)
     command.add_argument("--no-chat", action="store_true", help="send the prompt as is, without the chat template")
-    command.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    command.add_argument("--json", action="store_true", help="print one JSON object instead of text (on failure: its error and exit code)")
     command.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
 
 
@@ -385,6 +385,7 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
     """Run the command `argv` names (default: sys.argv); the prompt may come on `stdin` (default:
     sys.stdin). Returns the exit code: 0, 2 for bad input, 3 out of memory, 130 interrupted, 1 otherwise."""
     stdin = sys.stdin if stdin is None else stdin
+    as_json = "--json" in (sys.argv[1:] if argv is None else argv)  # known before the options are parsed, or fail to
     try:
         args = build_parser().parse_args(argv)
         if args.command == "prepare":
@@ -392,14 +393,11 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
             return 0
         result = (run if args.command == "run" else race)(args, stdin)
     except (_UsageError, ValueError, ModelError) as error:
-        _error(f"error: {error}")
-        return 2
+        return _failed(str(error), 2, as_json)
     except MemoryError:
-        _error("error: out of memory: try a smaller model pair, --weight-format int4, or fewer --max-new-tokens")
-        return 3
+        return _failed("out of memory: try a smaller model pair, --weight-format int4, or fewer --max-new-tokens", 3, as_json)
     except KeyboardInterrupt:
-        _error("error: interrupted")
-        return 130
+        return _failed("interrupted", 130, as_json)
     except BrokenPipeError:  # the reader left (`| head`): nothing more to say, and nowhere to say it
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
@@ -407,8 +405,7 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
         if os.environ.get("SPEC_DEBUG"):
             raise
         first_line = (str(error).splitlines() or [""])[0][:300]
-        _error(f"error: {type(error).__name__}: {first_line} (set SPEC_DEBUG=1 for the traceback)")
-        return 1
+        return _failed(f"{type(error).__name__}: {first_line} (set SPEC_DEBUG=1 for the traceback)", 1, as_json)
     # Ctrl-C while decoding stops it: what was made is printed, and the exit code says it was cut short.
     interrupted = "cancelled" in (result.get("stop_reason"), (result.get("verdict") or {}).get("stopped"))
     if args.json:
@@ -423,6 +420,15 @@ def main(argv: list[str] | None = None, stdin: TextIO | None = None) -> int:
             file=sys.stderr,
         )
     return 130 if interrupted else 0
+
+
+def _failed(message: str, code: int, as_json: bool) -> int:
+    """Say why the command failed, one line on standard error (and with --json, as the one JSON object
+    on standard output, so that a script reading it learns why); returns the exit code."""
+    _error(f"error: {message}")
+    if as_json:
+        print(json.dumps({"error": message, "exit_code": code}), flush=True)
+    return code
 
 
 def _error(line: str) -> None:

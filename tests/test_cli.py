@@ -198,6 +198,16 @@ def test_runs_offline_on_the_quick_embedded_model(mode):
     assert result["new_tokens"] > 0 and (mode == "autoregressive" or result["drafter"] == "prompt-lookup")
 
 
+def test_with_json_a_failure_is_the_one_json_object_too(capsys):
+    """A script reading --json's stdout learns why there is no result, as a reader of stderr does."""
+    assert main(["run", "hi", "--json", "--max-new-tokens", "0"], stdin=_Terminal()) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out) == {"error": "--max-new-tokens must be an integer from 1 to 8192, got 0", "exit_code": 2}
+    assert err.strip() == "error: --max-new-tokens must be an integer from 1 to 8192, got 0"
+    assert main(["run", "hi", "--json", "--no-such-option"], stdin=_Terminal()) == 2  # before the options are parsed
+    assert "no-such-option" in json.loads(capsys.readouterr().out)["error"]
+
+
 def test_ctrl_c_while_decoding_prints_what_was_made_and_exits_130(capsys, tiny_checkpoints, tiny_models_dir, monkeypatch):
     from spec.decoding import engine
 
