@@ -26,7 +26,7 @@ from spec.models.export import IR_XML
 from spec.models.hub import StopFn
 from spec.models.memory import available_bytes
 from spec.models.resolve import ResolvedModel, resolve_model
-from spec.models.runtime import CompiledLM, check_device, compile_model
+from spec.models.runtime import CompiledLM, check_device, compile_model, reason
 from spec.models.tuning import CANDIDATES, FIRST, Tuning, is_kept, tune
 from spec.models.visitors import VisitorModels
 from spec.models.weigh import gb, memory_for_copies
@@ -259,7 +259,7 @@ def load_model(
             loaded.curve = loaded._curve(compiled, tuning.steps if tuning else "", "steps", progress or ignore)
     except (RuntimeError, OSError, ValueError) as error:
         where = "" if key.hub_only else f" from {resolved.path}"  # a visitor's model: no server path in the message
-        raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {_reason(error)}") from error
+        raise ModelError(f"Could not load {resolved.ref}{where} for {key.device}: {reason(error)}") from error
     return loaded
 
 
@@ -287,13 +287,6 @@ def compiled_blobs_dir() -> Path:
     own (bench.tools.cpu_class): a blob compiled for this CPU's extensions is not that class's."""
     emulated = emulated_class()
     return models_dir() / "compiled" / (f"emulated-{emulated.lower()}" if emulated else "")
-
-
-def _reason(error: Exception) -> str:
-    """The line of an error that says what went wrong: OpenVINO's begin with where in its C++ it was raised."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    said = [line for line in lines if not line.startswith("Exception from ")]
-    return (said or lines or [type(error).__name__])[0]
 
 
 def model_key(

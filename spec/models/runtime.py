@@ -124,6 +124,14 @@ def core() -> ov.Core:
 _VIRTUAL_DEVICES = ("AUTO", "HETERO", "MULTI", "BATCH")
 
 
+def reason(error: Exception) -> str:
+    """The line of an error that says what went wrong: OpenVINO wraps it in lines naming where in its
+    C++ it was raised ("Exception from src/...", "Check '...' failed at src/...")."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith(("Exception from ", "Check '"))]
+    return (said or lines or [type(error).__name__])[0]
+
+
 def check_device(device: str) -> None:
     """ValueError for a device OpenVINO does not see on this machine, naming those it does: said before
     a model is downloaded or converted for it, not as the plugin's failure to load a library."""

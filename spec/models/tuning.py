@@ -22,7 +22,7 @@ from spec.config import DEFAULT_PRECISION
 from spec.errors import Cancelled
 from spec.models.calibration import CallCurve, calibration_key, keep_curve, kept_curve, measure_curve, measure_curves, timing_alone
 from spec.models.memory import available_bytes
-from spec.models.runtime import compile_model, compile_properties
+from spec.models.runtime import compile_model, compile_properties, reason
 from spec.models.weigh import memory_for_copies
 from spec.progress import ProgressFn, ignore, phase
 
@@ -165,7 +165,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
                         handed[candidate] = model
                     del model  # freed before the next candidate is compiled: one copy at a time
             except RuntimeError as error:
-                errors.append(f"{candidate}: {_reason(error)}")
+                errors.append(f"{candidate}: {reason(error)}")
                 continue
         if twin is not None:  # the same settings on this CPU (f32 where it has no bf16): nothing to time
             twins[key] = twin
@@ -237,10 +237,3 @@ def _choose(curves: dict[str, CallCurve], steps_only: bool) -> tuple[str, str]:
     if curves[rounds].step <= _SAME_STEP * curves[steps].step:
         return rounds, rounds  # steps within noise of each other: the best rounds serve both
     return steps, rounds
-
-
-def _reason(error: Exception) -> str:
-    """OpenVINO's own reason, without the lines around it that name its source files."""
-    lines = [line.strip() for line in str(error).splitlines()
-             if line.strip() and not line.startswith(("Exception from", "Check '"))]
-    return lines[0] if lines else str(error)
