@@ -169,3 +169,17 @@ def test_a_cache_prepared_ahead_of_time_is_used_without_converting_again(tiny_ch
     monkeypatch.setenv("SPEC_PREPARED_DIR", str(tmp_path / "nothing-here"))
     with models_dir_at(tmp_path / "bucket"), pytest.raises(ModelError, match="converted again"):
         resolve_model(ref, FP32)
+
+
+def test_a_prepared_folder_that_is_the_models_folder_is_not_called_a_mistake(tmp_path, monkeypatch, caplog):
+    """The image's build names one folder, not made yet, as both (the Dockerfile): no warning then;
+    a prepared folder that is missing and is not the models folder is warned of."""
+    conversion_cache._say_once.cache_clear()
+    monkeypatch.setenv("SPEC_PREPARED_DIR", str(tmp_path / "cache"))
+    with models_dir_at(tmp_path / "cache"), caplog.at_level("WARNING"):
+        assert conversion_cache.prepared_dir() == tmp_path / "cache"
+    assert "SPEC_PREPARED_DIR" not in caplog.text
+    monkeypatch.setenv("SPEC_PREPARED_DIR", str(tmp_path / "nothing-here"))
+    with models_dir_at(tmp_path / "cache"), caplog.at_level("WARNING"):
+        conversion_cache.prepared_dir()
+    assert "nothing-here is not a folder" in caplog.text

@@ -64,7 +64,8 @@ def prepared_dir() -> Path | None:
     if not path:
         return None
     folder = Path(path).expanduser()
-    if not folder.is_dir():
+    # The image's build prepares into the folder it names as both: not there yet, and no mistake.
+    if not folder.is_dir() and folder.resolve() != models_dir().resolve():
         _say_once(f"SPEC_PREPARED_DIR={path} is not a folder: models are found or converted in {models_dir()} instead")
     return folder
 
