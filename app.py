@@ -19,6 +19,7 @@ import gradio as gr
 
 import outputs
 import render
+from bad_requests import MIDDLEWARE as ANSWERED, quiet_input_checks
 from page_fix import MIDDLEWARE
 from page_stream import PageStreams
 from spec.config import F32
@@ -135,8 +136,7 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
             scheduler.leave(recording)
 
 
-race_live = outputs.variant(race, "The same race, computed afresh (not a replay); its inputs are race's, named the same in the API.",
-                            fresh=True)
+race_live = outputs.variant(race, "The same race, computed afresh (not a replay); its inputs are race's, named the same in the API.", fresh=True)
 
 
 def stop(request: gr.Request) -> None:
@@ -214,7 +214,7 @@ THEME = gr.themes.Soft(font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto",
 HERE = Path(__file__).parent
 # Each watching visitor holds a worker thread while the race plays: room for a workshop. page_fix.py: an idle page draws no frames.
 LAUNCH_OPTIONS = dict(css=(HERE / "app.css").read_text(), theme=THEME, show_error=False, max_threads=120,
-                      app_kwargs=dict(middleware=[*MIDDLEWARE, page_streams.middleware()]))
+                      app_kwargs=dict(middleware=[*MIDDLEWARE, *ANSWERED, page_streams.middleware()]))
 
 with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown("# Autoregressive vs speculative decoding, on OpenVINO\n" + LEAD, elem_id="intro")
@@ -255,8 +255,8 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
         exact = gr.Checkbox(value=False, label=render.EXACT_LABEL, info=render.EXACT_INFO, scale=2, min_width=200, elem_id="exact")
     preset_notes = gr.Markdown(DEFAULT_PRESET.notes)
     with gr.Row(visible=False) as custom_row:
-        custom_target = gr.Textbox(label="Target model", placeholder="owner/name")
-        custom_draft = gr.Textbox(label="Draft model (same tokenizer; empty for prompt lookup only)", placeholder="owner/name")
+        custom_target = gr.Textbox("", label="Target model", placeholder="owner/name")  # "": optional in the API
+        custom_draft = gr.Textbox("", label="Draft model (same tokenizer; empty for prompt lookup only)", placeholder="owner/name")
     with gr.Accordion("Advanced: K, sampling, seed", open=False):
         with gr.Row():
             k = gr.Slider(*RANGES["k"], value=DEFAULTS["k"], step=1, label="K: tokens each target call verifies")
@@ -307,6 +307,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
 
 demo.queue(default_concurrency_limit=S.concurrency, max_size=400)
 warmup.poll_less(demo._queue)  # not every millisecond: the race needs the cores
+quiet_input_checks(demo)  # bad_requests.py: a sentence for the client, no traceback in the log
 
 
 def example_requests() -> list[RaceRequest]:

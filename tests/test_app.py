@@ -244,6 +244,40 @@ def test_bad_input_comes_back_as_a_sentence(served, overrides, message, capfd):
     assert "Traceback" not in capfd.readouterr().err, "bad input printed a traceback in the server log"
 
 
+def test_a_client_gives_only_the_inputs_it_changes(served):
+    """Every /race input has a default (the custom pair's boxes too), so a script names only what it sets."""
+    result = client(served).predict(prompt="The quick brown fox", max_new_tokens=8, api_name="/race")
+    assert result[6]["phase"] == "done" and result[6]["speculative"]["new_tokens"] == 8
+
+
+def test_requests_gradio_would_log_with_a_traceback_get_a_sentence(served, capfd):
+    """Raw HTTP that Gradio itself answers with a traceback in the server log (bad_requests.py): an
+    unknown endpoint or event, too few inputs, an example the page lacks, a stream of a session gone."""
+    import json
+
+    import httpx
+
+    api = served.url + "gradio_api"
+    post = lambda path, body: httpx.post(api + path, json=body, timeout=30)  # noqa: E731
+    answer = post("/call/no_such_api", {"data": []})
+    assert answer.status_code == 404 and "no API endpoint named 'no_such_api'" in answer.json()["error"]
+    for path in ("/run/predict", "/queue/join"):
+        answer = post(path, {"data": [], "fn_index": 9999, "session_hash": "gone"})
+        assert answer.status_code == 404 and "no event number 9999" in answer.json()["error"], path
+    examples = next(i for i, fn in served.app.demo.fns.items() if fn.name == "load_example")
+    answer = post("/run/predict", {"data": [99], "fn_index": examples, "session_hash": "gone"})
+    assert "was: 99" in answer.json()["error"]
+    event = post("/call/race", {"data": []}).json()["event_id"]
+    streamed = httpx.get(f"{api}/call/race/{event}", timeout=30).text
+    assert "This event takes 12 inputs (Prompt," in json.loads(streamed.split("data:", 1)[1])["error"]
+    assert "session_not_found" in httpx.get(api + "/queue/data", params={"session_hash": "gone"}, timeout=30).text
+    answer = post("/call/v2/race", {"promptx": "Hello"})
+    assert answer.status_code == 404 and "`promptx` is not a valid" in answer.json()["error"]
+    time.sleep(0.5)  # the server's threads write their log lines after answering
+    log = capfd.readouterr().err
+    assert "Traceback" not in log and "ERROR" not in log, log
+
+
 def test_stop_stops_both_panes(served):
     c = client(served)
     job = c.submit(**race_args(served, LONG_PROMPT, max_new_tokens=LONG_TOKENS), api_name="/race")

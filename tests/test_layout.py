@@ -133,9 +133,11 @@ def test_pure_modules_import_without_openvino_or_ui():
 
 
 def test_the_engine_never_imports_the_ui_or_the_benchmark():
-    """Not gradio, not the page (app.py, render.py, outputs.py, page_fix.py, page_stream.py), not the benchmark, even lazily."""
+    """Not gradio, not the page (app.py and the modules beside it), not the benchmark, even lazily."""
+    page = {path.stem for path in REPO.glob("*.py")}
+    assert {"app", "render"} <= page
     for path in (REPO / "spec").rglob("*.py"):
-        outside = {m for m in imports(path) if m.split(".")[0] in ("gradio", "app", "render", "outputs", "page_fix", "page_stream", "bench", "tests")}
+        outside = {m for m in imports(path) if m.split(".")[0] in {"gradio", "bench", "tests", *page}}
         assert not outside, (path.relative_to(REPO), sorted(outside))
 
 

@@ -89,12 +89,12 @@ def test_every_package_the_app_imports_is_installed_by_the_run_time_requirements
     import sys
     from importlib.metadata import packages_distributions
 
-    own = {"spec", "app", "render", "outputs", "page_fix", "page_stream", "tests"}
+    page = list(REPO.glob("*.py"))  # app.py and the modules beside it
+    own = {"spec", "tests", *(path.stem for path in page)}
     distributions = packages_distributions()
     installed = _installed_by(("requirements.txt",))
     missing = {}
-    for path in [*(REPO / name for name in ("app.py", "render.py", "outputs.py", "page_fix.py", "page_stream.py")),
-                 *(REPO / "spec").rglob("*.py")]:
+    for path in [*page, *(REPO / "spec").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
