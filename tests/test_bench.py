@@ -318,3 +318,53 @@ def test_after_switch_times_each_call_after_a_change_of_width(tiny_pairs):
     seconds = calls_after_switch(tiny_pairs["llama"][0].model, (1, 2, 4))
     assert sorted(seconds) == [1, 2, 4] and all(len(calls) == _CALLS and min(calls) > 0 for calls in seconds.values())
     assert of_steady([0.3, 0.12, 0.1, 0.1, 0.1]) == [3.0, 1.2, 1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--temperature", "-1"], "--temperature must be a number from 0 to 10"),
+    (["--top-p", "2"], "--top-p must be in (0, 1]"),
+    (["--peer-k", "100"], "--peer-k must be an integer from 1 to 64"),
+    (["--max-new-tokens", "9000"], "--max-new-tokens must be an integer from 1 to 8192"),
+    (["--draft-vocabulary", "-5"], "--draft-vocabulary takes 0"),
+    (["--cost-repeats", "-1"], "--cost-repeats ≥ 1"),
+    (["--name", "a/b"], "--name is a file name"),
+    (["--out", "OUT/a file"], "cannot be written"),
+])
+def test_a_value_the_run_would_fail_on_is_refused_before_a_model_loads(options, message, tmp_path, monkeypatch, capsys):
+    """An hour's run must not end in a traceback over an option it could have read at the start."""
+    from bench import run as bench
+
+    (tmp_path / "a file").write_text("")
+    monkeypatch.setattr(bench, "make_plan", lambda *_, **__: pytest.fail("a model was loaded"))
+    argv = ["--quick", "--out", str(tmp_path), *[option.replace("OUT", str(tmp_path)) for option in options]]
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+
+
+def test_ctrl_c_ends_the_workers_at_once_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """The workers ignore Ctrl-C (no traceback from each); the parent ends them and says so once."""
+    import signal
+
+    from bench import run as bench
+    from bench.workers import Family, Worker
+
+    worker = Worker(Family("costs", "costs", "nowhere"))  # importing OpenVINO takes it a while before it fails
+
+    def interrupted(*_, **__):
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(bench, "make_plan", interrupted)
+    assert bench.main(["--quick", "--out", str(tmp_path)]) == 130
+    worker._process.join(timeout=10)
+    assert worker._process.exitcode == -signal.SIGKILL, "the worker should have been ended, not left to finish"
+    assert "interrupted after" in capsys.readouterr().err and not list(tmp_path.iterdir())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_verdict_by_less_than_a_percent_says_by_how_much():
+    from bench.report.tables import _verdict
+
+    assert _verdict({"met": False, "margin": -0.002}) == "**missed** by 0.2%"
+    assert _verdict({"met": True, "margin": 0.0}) == "**met**"
+    assert _verdict({"met": True, "margin": 0.25}) == "**met** (+25%)"

@@ -295,7 +295,10 @@ def _verdict(target: dict) -> str:
     if target["met"] is None:
         return "not measured"
     margin = target["margin"] * 100
-    return f"**met** (+{margin:.0f}%)" if target["met"] else f"**missed** by {-margin:.0f}%"
+    digits = 1 if abs(margin) < 1 else 0  # "missed by 0%" would read as met
+    if target["met"]:
+        return f"**met** (+{margin:.{digits}f}%)" if margin else "**met**"
+    return f"**missed** by {-margin:.{digits}f}%"
 
 
 def _pct(value: float | None) -> float | None:
