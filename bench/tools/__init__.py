@@ -7,5 +7,40 @@
 - `image`: the Docker image built and run as a Space runs it, its size and start-up;
 - `screenshot`: the README's picture, from the real page.
 
-`served_app` is what they share: the app started on a free port, its page's settings, a race asked for as a click asks.
+`served_app` is what they share: the app started on a free port, its page's settings, a race asked for as a click asks;
+here, what every tool's entry point shares: `output_file` (refused at once if it cannot be written) and `run_tool`.
 """
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, NoReturn
+
+
+def output_file(value: str) -> Path:
+    """argparse type for a file a tool writes once its work is done: its folder must exist and be
+    writable now, or the work is lost to a traceback at the end."""
+    path = Path(value).expanduser()
+    folder = path.parent
+    if not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{value}: no folder {folder} to write it in")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"{value}: this user cannot write there")
+    return path
+
+
+def run_tool(main: Callable[[], int]) -> NoReturn:
+    """A tool's entry point: its exit code. Ctrl-C, and a file or command it cannot use, are one line
+    each; a tool that started processes stops them in its own `finally`."""
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        code = 130
+    except OSError as error:
+        print(f"error: {error.strerror or error}{': ' + str(error.filename) if error.filename else ''}", file=sys.stderr)
+        code = 1
+    sys.exit(code)

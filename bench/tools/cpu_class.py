@@ -31,6 +31,8 @@ from pathlib import Path
 
 import openvino as ov
 
+from bench.tools import run_tool
+
 CLASSES = ("AVX2", "AVX2_VNNI", "AVX512")
 _PATCHED = ("libopenvino.so.*", "libopenvino_intel_cpu_plugin.so")  # the libraries that ask CPUID what to run
 _TRAP = b"\x06\x90"  # PUSH ES (invalid in 64-bit code, SIGILL), then NOP: never emitted by a compiler
@@ -141,4 +143,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -25,6 +25,8 @@ import sys
 import threading
 from pathlib import Path
 
+from bench.tools import output_file, run_tool
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -35,11 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--json-out", type=Path, help="also write each example's speed-ups here, naming this CPU")
+    parser.add_argument("--json-out", type=output_file, help="also write each example's speed-ups here, naming this CPU")
     parser.add_argument("--fresh", action="store_true",
                         help="start from nothing learned, as a server's first start does (default: as the page, from what its "
                              "races kept in the models folder, and keeping what these learn)")
     args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error(f"--runs must be at least 1, got {args.runs}")
 
     os.environ.setdefault("SPEC_APP_PRELOAD", "0")
     sys.path.insert(0, str(REPO))
@@ -54,11 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     if pair is None:
         parser.error(f"no pair {args.preset!r}; the page lists: {', '.join(app.PRESET_BY_LABEL)}")
     drafter = args.drafter or pair.drafters[0]
+    if drafter not in pair.drafters:
+        parser.error(f"--drafter {drafter!r}: {pair.label} drafts with {', '.join(pair.drafters)}")
+    try:
+        config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=True).validate()
+    except ValueError as error:
+        parser.error(str(error).replace("max_new_tokens", "--max-new-tokens").replace("num_assistant_tokens (K)", "--k"))
     target_ref, draft_ref = pair.models(drafter)
     target_key, draft_key = pair.keys(target_ref, draft_ref)
     target = warm_up(app.registry.get(target_key))
     draft = warm_up(app.registry.get(draft_key)) if draft_key else None
-    config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=True)
     learned = LearnedState() if args.fresh else app.scheduler.learned
     print(f"{pair.label}, {drafter}, greedy, {args.max_new_tokens} new tokens, K={args.k}, dynamic K, "
           f"{pair.precision} precision; median of {args.runs} races; "
@@ -101,4 +110,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.tools import run_tool
 from bench.tools.served_app import REPO, Parser, SetupError, free_port, machine, numbers_of, page, stop_app, wait_for_line
 
 _CGROUP_V1, _CGROUP_V2 = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
@@ -136,19 +137,18 @@ def _empty_page_cache() -> None:
 
 def run(prepare: bool, limit_gb: float | None, timeout: float, convert_only: bool = False) -> dict:
     """One first start; returns its figures."""
-    folder = Path(tempfile.mkdtemp(prefix="spec-first-start-"))
     cgroup = MemoryCgroup(int(limit_gb * 10**9)) if limit_gb else None
     port = free_port()
     prepare = prepare or convert_only
     argv = ([sys.executable, "-m", "spec", "prepare", "--offline"] + ["--convert-only"] * convert_only if prepare
             else [sys.executable, "app.py", "--port", str(port)])
-    env = {**os.environ, "SPEC_MODELS_DIR": str(folder), "SPEC_APP_PREHEAT": "0"}
     log = REPO / "test-artifacts" / "first-start.log"
     log.parent.mkdir(exist_ok=True)
     click = page() if not prepare else None
     figures: dict = {"cpu": machine(), "what": " ".join(argv[3:]) if prepare else "app.py", "memory_limit_gb": limit_gb}
-    process = None
-    try:
+    process, folder = None, Path(tempfile.mkdtemp(prefix="spec-first-start-"))
+    try:  # from here on, the folder is removed whatever happens
+        env = {**os.environ, "SPEC_MODELS_DIR": str(folder), "SPEC_APP_PREHEAT": "0"}
         if cgroup:
             _empty_page_cache()
         started = time.monotonic()
@@ -156,7 +156,11 @@ def run(prepare: bool, limit_gb: float | None, timeout: float, convert_only: boo
                                    start_new_session=True, preexec_fn=cgroup.join if cgroup else None)
         with TreeMemory(process.pid) as memory:
             if prepare:
-                if process.wait(timeout=timeout) != 0:
+                try:
+                    process.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    raise SetupError(f"prepare did not finish within {timeout:g} s; see {log}") from None
+                if process.returncode != 0:
                     raise SetupError(f"prepare exited with {process.returncode}; see {log}")
                 figures["seconds"] = round(time.monotonic() - started, 1)
             else:
@@ -195,10 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--convert-only", action="store_true",
                         help="time `python -m spec prepare --offline --convert-only`, the image's models stage")
     parser.add_argument("--memory-limit", type=float, metavar="GB", help="run inside a memory cgroup of this many GB (10**9 bytes)")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds to wait (default 900)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds to wait (default 900); the started "
+                        "command's output goes to test-artifacts/first-start.log")
     args = parser.parse_args(argv)
-    if args.memory_limit is not None and args.memory_limit <= 0:
-        parser.error("--memory-limit must be positive")
+    if (args.memory_limit is not None and args.memory_limit <= 0) or args.timeout <= 0:
+        parser.error("--memory-limit and --timeout must be positive")
     try:
         figures = run(args.prepare, args.memory_limit, args.timeout, args.convert_only)
     except SetupError as error:
@@ -212,4 +217,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

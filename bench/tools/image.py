@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from bench.tools import run_tool
 from bench.tools.served_app import REPO, Parser, SetupError, free_port, page, wait_until
 from bench.tools.workshop import Visitor, watch
 
@@ -200,4 +201,4 @@ def summary(report: dict) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.tools import output_file, run_tool
 from bench.tools.served_app import REPO, Parser, SetupError, free_port, page, race_live, start_app, stop_app, wait_for_line
 
 CHROMIUM = "/usr/bin/chromium"
@@ -65,7 +66,8 @@ def _race_and_save(sync_playwright, url: str, prompt: str, out: Path, width: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshot.png", help="where to write the PNG")
+    parser.add_argument("--out", type=output_file, default=REPO / "docs" / "screenshot.png",
+                        help="where to write the PNG (default docs/screenshot.png, the README's picture)")
     parser.add_argument("--example", type=int, default=0, help="which of the page's examples to race (default 0, the first)")
     parser.add_argument("--width", type=int, default=1400, help="the window's width in CSS pixels (default 1400)")
     parser.add_argument("--height", type=int, default=1350, help="the window's height (default 1350: the result, both panes and their numbers)")
@@ -96,4 +98,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -36,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+from bench.tools import output_file, run_tool
 from bench.tools.interval import median_interval
 from bench.tools.served_app import (
     REPO,
@@ -342,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-timeout", type=float, default=1800.0, help="seconds to wait for the app's pair to load (default 1800)")
     parser.add_argument("--examples-from", type=Path, help="a JSON list of [label, prompt] instead of the page's examples")
     parser.add_argument("--app-env", action="append", metavar="NAME=VALUE", help="an environment variable for the app it starts (repeatable)")
-    parser.add_argument("--json-out", type=Path, help="also write the JSON result (with every run) here")
+    parser.add_argument("--json-out", type=output_file, help="also write the JSON result (with every run) here")
     args = parser.parse_args(argv)
     if args.examples < 1 or args.repeats < 1 or args.max_new_tokens < 1 or args.timeout <= 0:
         parser.error("--examples, --repeats and --max-new-tokens must be at least 1, and --timeout positive")
@@ -401,4 +402,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

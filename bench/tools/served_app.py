@@ -6,11 +6,13 @@ Shared by bench.tools.soak, bench.tools.workshop and bench.tools.served.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -71,14 +73,17 @@ def _answers(port: int, process: subprocess.Popen, log: Path) -> bool:
 
 def stop_app(process: subprocess.Popen | None) -> None:
     """Terminate what start_app started (and wait for it); kill it if it does not go."""
-    if process is None or process.poll() is not None:
+    if process is None:
         return
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    with contextlib.suppress(OSError):  # what it started and left (a conversion's worker): its own session, so its group
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def wait_until(predicate, timeout: float, message: str, every: float = 0.5):
@@ -135,13 +140,25 @@ def race_live(view, seconds: float) -> float:
 
 
 def check_url(url: str) -> str:
-    """`url` with a trailing slash, once it answers; SetupError otherwise."""
+    """`url` with a trailing slash, once a Gradio app answers there; SetupError otherwise."""
     url = url if url.endswith("/") else url + "/"
     try:
-        urllib.request.urlopen(url, timeout=10).close()
+        with urllib.request.urlopen(url + "config", timeout=10) as answer:
+            config = json.loads(answer.read())
     except (OSError, ValueError) as error:
-        raise SetupError(f"nothing answers at {url} ({getattr(error, 'reason', error)})") from None
+        raise SetupError(f"no Gradio app answers at {url} ({getattr(error, 'reason', error)})") from None
+    if not isinstance(config, dict) or "components" not in config:
+        raise SetupError(f"{url} answers, but not as a Gradio app: give the page's address")
     return url
+
+
+def check_pid(pid: int) -> int:
+    """`pid`, if such a process runs; SetupError otherwise."""
+    import psutil
+
+    if not psutil.pid_exists(pid):
+        raise SetupError(f"no process {pid} runs here: give the app's process id (pgrep -f app.py)")
+    return pid
 
 
 @dataclass

@@ -22,7 +22,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.tools.served_app import SetupError, free_port as _free_port, is_busy, numbers_of, start_app, stop_app
+from bench.tools import output_file, run_tool
+from bench.tools.served_app import SetupError, check_pid, check_url, free_port as _free_port, is_busy, numbers_of, start_app, stop_app
 
 REPO = Path(__file__).resolve().parents[2]
 QUICK_LABEL = "SmolLM2-135M-Instruct (quick, offline)"
@@ -121,16 +122,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running app (default: start app.py on a free port)")
     parser.add_argument("--pid", type=int, help="the running app's process id, for its memory (with --url)")
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--minutes", type=float, default=10.0)
+    parser.add_argument("--clients", type=int, default=8, help="default 8")
+    parser.add_argument("--minutes", type=float, default=10.0, help="default 10")
     parser.add_argument("--preset", default=QUICK_LABEL, help=f"model pair as the page lists it (default: {QUICK_LABEL})")
-    parser.add_argument("--drafter", default="prompt-lookup", help="hybrid, draft-model or prompt-lookup, as the pair offers")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--drafter", default="prompt-lookup", help="hybrid, draft-model or prompt-lookup, as the pair offers (default prompt-lookup)")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="default 64")
     parser.add_argument("--sample-seconds", type=float, default=5.0, help="how often to sample the server's memory")
-    parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument("--json", type=output_file, help="also write the result here")
     args = parser.parse_args(argv)
     if bool(args.url) != bool(args.pid):
         parser.error("--url and --pid go together (or give neither, to start the app)")
+    if min(args.clients, args.max_new_tokens) < 1 or args.minutes <= 0 or args.sample_seconds <= 0:
+        parser.error("--clients and --max-new-tokens must be at least 1, --minutes and --sample-seconds positive")
+    if args.url:
+        try:
+            args.url, args.pid = check_url(args.url), check_pid(args.pid)
+        except SetupError as error:
+            parser.error(str(error))
     server = None
     if args.url is None:
         port = _free_port()
@@ -150,4 +158,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)

@@ -27,12 +27,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.tools import output_file, run_tool
 from bench.tools.served_app import (
     MemorySampler,
     Page,
     Parser,
     SetupError,
     app_env,
+    check_pid,
     check_url,
     examples_from,
     free_port,
@@ -320,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
                         "above its level when the visitors start (default 512)")
     parser.add_argument("--examples-from", type=Path, help="a JSON list of [label, prompt] to click instead of the page's examples")
     parser.add_argument("--app-env", action="append", metavar="NAME=VALUE", help="an environment variable for the app it starts (repeatable)")
-    parser.add_argument("--json-out", type=Path, help="also write the JSON summary (with every visitor) here")
+    parser.add_argument("--json-out", type=output_file, help="also write the JSON summary (with every visitor) here")
     args = parser.parse_args(argv)
     if args.visitors < 1 or args.seconds < 0 or not 0 <= args.examples_share <= 1 or args.max_new_tokens < 1 or args.timeout <= 0:
         parser.error("--visitors and --max-new-tokens must be at least 1, --seconds not negative, --timeout positive, "
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     try:
         env = {"SPEC_APP_PRELOAD": "1", "SPEC_APP_PREHEAT": "0" if args.no_preheat else "1", **app_env(args.app_env)}
-        url, pid = (check_url(args.url), args.pid) if args.url else (None, None)
+        url, pid = (check_url(args.url), args.pid and check_pid(args.pid)) if args.url else (None, None)
         the_page = page(env)
         preheated = list(the_page.examples)  # what the server races at start-up: the page's own examples
         if args.examples_from:
@@ -376,4 +378,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_tool(main)
