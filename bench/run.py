@@ -126,7 +126,7 @@ def _interrupted(signum, frame) -> None:
 
 def check_options(args: argparse.Namespace) -> None:
     """ValueError, naming the option, for a value the run would fail on only once its models are loaded."""
-    from spec.config import GenerationConfig
+    from spec.config import GenerationConfig, named_as
 
     if args.repeats < 1 or min(args.max_new_tokens) < 2 or args.cost_repeats < 1:
         raise ValueError(f"need --repeats ≥ 1, --max-new-tokens ≥ 2 and --cost-repeats ≥ 1, got {args.repeats}, "
@@ -139,9 +139,7 @@ def check_options(args: argparse.Namespace) -> None:
         GenerationConfig(max_new_tokens=max(args.max_new_tokens), temperature=args.temperature, top_p=args.top_p,
                          num_assistant_tokens=args.peer_k).validate()
     except ValueError as error:  # named by the option typed, not by the engine's setting
-        message = str(error)
-        setting = next((name for name in options if message.startswith(name + " ")), None)
-        raise ValueError(message if setting is None else options[setting] + message[len(setting):]) from None
+        raise ValueError(named_as(error, options)) from None
     if args.name is not None and (not args.name or Path(args.name).name != args.name):
         raise ValueError(f"--name is a file name, without a folder (that is --out), got {args.name!r}")
     try:

@@ -37,6 +37,7 @@ from spec.config import (
     GenerationConfig,
     ModelKey,
     default_device,
+    named_as,
 )
 from spec.decoding.plugins import PLUGINS, needs_draft_model
 from spec.errors import ModelError
@@ -159,9 +160,7 @@ def generation_config(args: argparse.Namespace, drafter: str | None) -> Generati
             chat=not args.no_chat,
         ).validate()
     except ValueError as error:  # named by the option the user typed, not by the engine's setting
-        message = str(error)
-        setting = next((name for name in _OPTIONS if message.startswith(name + " ")), None)
-        raise _UsageError(message if setting is None else _OPTIONS[setting] + message[len(setting):]) from None
+        raise _UsageError(named_as(error, _OPTIONS)) from None
 
 
 _OPTIONS = {"max_new_tokens": "--max-new-tokens", "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p",

@@ -120,6 +120,14 @@ class GenerationConfig:
         return self
 
 
+def named_as(error: ValueError, names: dict[str, str]) -> str:
+    """validate()'s message, the setting it names called as the caller's user knows it (`names`:
+    setting -> a command-line option, say); as it was where it names none of them."""
+    message = str(error)
+    setting = next((name for name in names if message.startswith(name + " ")), None)
+    return message if setting is None else names[setting] + message[len(setting):]
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

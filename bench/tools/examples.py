@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("SPEC_APP_PRELOAD", "0")
     sys.path.insert(0, str(REPO))
     import app  # the page's examples, presets and registry; importing starts no server
-    from spec.config import GenerationConfig
+    from spec.config import GenerationConfig, named_as
     from spec.decoding.target_memory import LearnedState
     from spec.serving.loading import warm_up
     from spec.serving.race import run_race
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = GenerationConfig(max_new_tokens=args.max_new_tokens, num_assistant_tokens=args.k, dynamic_k=True).validate()
     except ValueError as error:
-        parser.error(str(error).replace("max_new_tokens", "--max-new-tokens").replace("num_assistant_tokens (K)", "--k"))
+        parser.error(named_as(error, {"max_new_tokens": "--max-new-tokens", "num_assistant_tokens (K)": "--k"}))
     target_ref, draft_ref = pair.models(drafter)
     target_key, draft_key = pair.keys(target_ref, draft_ref)
     target = warm_up(app.registry.get(target_key))
