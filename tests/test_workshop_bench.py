@@ -66,7 +66,7 @@ def test_workshop_says_one_sentence_for_an_unreachable_url(capsys):
 
     assert workshop.main(["--url", f"http://127.0.0.1:{free_port()}/", "--visitors", "1"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: nothing answers at") and "Traceback" not in err
+    assert err.startswith("error: no Gradio app answers at") and "Traceback" not in err
 
 
 def test_served_reports_positive_ratios_per_lane(tiny_app_env, capsys):

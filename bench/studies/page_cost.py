@@ -27,7 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.tools.served_app import Parser, SetupError, free_port, machine, page, race_live, start_app, stop_app, wait_for_line
+from bench.tools import Parser
+from bench.tools.served_app import SetupError, free_port, machine, page, race_live, start_app, stop_app, wait_for_line
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -260,7 +261,7 @@ def instrumented_race(browser, url: str, prompt: str, live: bool, timeout: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running app, its pair loaded (default: start app.py on a free port, preheat off)")
     parser.add_argument("--example", type=int, default=0, help="which of the page's examples (default 0)")
     parser.add_argument("--races", type=int, default=3, help="races whose Chromium CPU is counted (default 3)")

@@ -8,7 +8,7 @@
 - `screenshot`: the README's picture, from the real page.
 
 `served_app` is what they share: the app started on a free port, its page's settings, a race asked for as a click asks;
-here, what every tool's entry point shares: `output_file` (refused at once if it cannot be written) and `run_tool`.
+here, what every tool's entry point shares: `Parser`, `output_file` (refused at once if it cannot be written) and `run_tool`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,15 @@ import os
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that says what is wrong in one line (exit 2), without the usage dump. Give it
+    `prog=f"python -m {__spec__.name}"`: the command a user types, not the file's name."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 def output_file(value: str) -> Path:

@@ -22,7 +22,6 @@ or not checked and why. Exits 0 when every check ran (met or not), 1 when one co
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import importlib.util
 import json
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from bench.tools import run_tool
+from bench.tools import Parser, run_tool
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"  # Debian's, as bench.tools.served drives it
@@ -203,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.tools.served_app import machine
     from spec.models.runtime import cpu_class
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", type=int, nargs="+", choices=(38, 39, 41), help="only these issues' checks")
     parser.add_argument("--list", action="store_true", help="print the commands and stop")
     parser.add_argument("--out", type=Path, help="where figures, logs and summary.md go (default test-artifacts/cpu-check-<class>-<date>)")

@@ -21,7 +21,6 @@ follow. Every figure of an emulated run names itself so (SPEC_CPU_CLASS; spec.mo
 """
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import openvino as ov
 
-from bench.tools import run_tool
+from bench.tools import Parser, run_tool
 
 CLASSES = ("AVX2", "AVX2_VNNI", "AVX512")
 _PATCHED = ("libopenvino.so.*", "libopenvino_intel_cpu_plugin.so")  # the libraries that ask CPUID what to run
@@ -126,7 +125,7 @@ print("inference precision:", core.get_property("CPU", "INFERENCE_PRECISION_HINT
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], usage="%(prog)s CLASS [--check] [-- COMMAND ...]")
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0], usage="%(prog)s CLASS [--check] [-- COMMAND ...]")
     parser.add_argument("cpu_class", choices=CLASSES)
     parser.add_argument("--check", action="store_true", help="print what OpenVINO sees under the class, and exit")
     argv = sys.argv[1:]

@@ -17,7 +17,6 @@ from nothing, as a server's very first start does.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -25,13 +24,13 @@ import sys
 import threading
 from pathlib import Path
 
-from bench.tools import output_file, run_tool
+from bench.tools import Parser, output_file, run_tool
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", help="model pair as the page lists it (default: the page's default pair)")
     parser.add_argument("--drafter", help="drafter (default: the pair's default)")
     parser.add_argument("--max-new-tokens", type=int, default=128)

@@ -29,8 +29,8 @@ import threading
 import time
 from pathlib import Path
 
-from bench.tools import run_tool
-from bench.tools.served_app import REPO, Parser, SetupError, free_port, machine, numbers_of, page, stop_app, wait_for_line
+from bench.tools import Parser, run_tool
+from bench.tools.served_app import REPO, SetupError, free_port, machine, numbers_of, page, stop_app, wait_for_line
 
 _CGROUP_V1, _CGROUP_V2 = Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")
 FAILED = r"Could not load"  # the app's log line when a pair could not be prepared
@@ -194,7 +194,7 @@ def _race(port: int, click, timeout: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prepare", action="store_true", help="time `python -m spec prepare --offline` instead of the app")
     parser.add_argument("--convert-only", action="store_true",
                         help="time `python -m spec prepare --offline --convert-only`, the image's models stage")

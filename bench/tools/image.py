@@ -31,8 +31,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bench.tools import run_tool
-from bench.tools.served_app import REPO, Parser, SetupError, free_port, page, wait_until
+from bench.tools import Parser, run_tool
+from bench.tools.served_app import REPO, SetupError, free_port, page, wait_until
 from bench.tools.workshop import Visitor, watch
 
 TAG = "spec-space"
@@ -146,7 +146,7 @@ def serve_and_race(start: list[str], timeout: float) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-build", action="store_true", help=f"use the {TAG} image built before")
     parser.add_argument("--build-arg", action="append", default=[], metavar="NAME=VALUE", help="passed to docker build")
     parser.add_argument("--torch-wheel", type=Path, help="the CPU torch wheel to serve where PyTorch's index does not answer")

@@ -19,8 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench.tools import output_file, run_tool
-from bench.tools.served_app import REPO, Parser, SetupError, free_port, page, race_live, start_app, stop_app, wait_for_line
+from bench.tools import Parser, output_file, run_tool
+from bench.tools.served_app import REPO, SetupError, free_port, page, race_live, start_app, stop_app, wait_for_line
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -65,7 +65,7 @@ def _race_and_save(sync_playwright, url: str, prompt: str, out: Path, width: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=output_file, default=REPO / "docs" / "screenshot.png",
                         help="where to write the PNG (default docs/screenshot.png, the README's picture)")
     parser.add_argument("--example", type=int, default=0, help="which of the page's examples to race (default 0, the first)")

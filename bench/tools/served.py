@@ -36,13 +36,12 @@ import sys
 import time
 from pathlib import Path
 
-from bench.tools import output_file, run_tool
+from bench.tools import Parser, output_file, run_tool
 from bench.tools.interval import median_interval
 from bench.tools.served_app import (
     REPO,
     CpuSpent,
     Page,
-    Parser,
     SetupError,
     app_env,
     check_url,
@@ -329,7 +328,7 @@ def calls_table(calls: dict, channels: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__.split("\n\n")[0], epilog="Usage examples are in the module docstring: "
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0], epilog="Usage examples are in the module docstring: "
                     "python -c 'import bench.tools.served; help(bench.tools.served)'")
     parser.add_argument("--url", help="a running app, its pair loaded (default: start app.py on a free port, preheat off)")
     parser.add_argument("--examples", type=int, default=3, help="how many of the page's examples, from the first (default 3)")

@@ -5,7 +5,6 @@ Shared by bench.tools.soak, bench.tools.workshop and bench.tools.served.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
@@ -30,14 +29,6 @@ BUSY_WORDS = ("try again in a minute", "busy")
 
 class SetupError(Exception):
     """The app did not answer, exited or never got ready, or an option is wrong: one sentence for the user."""
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse that says what is wrong in one line (exit 2), without the usage dump."""
-
-    def error(self, message: str):
-        print(f"error: {message} (see --help)", file=sys.stderr)
-        sys.exit(2)
 
 
 def free_port() -> int:

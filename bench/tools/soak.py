@@ -11,7 +11,6 @@ sampled every few seconds. Prints one JSON object; exits 1 if anything was lost.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from bench.tools import output_file, run_tool
+from bench.tools import Parser, output_file, run_tool
 from bench.tools.served_app import SetupError, check_pid, check_url, free_port as _free_port, is_busy, numbers_of, start_app, stop_app
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,7 +118,7 @@ def soak(url: str, pid: int, clients: int, minutes: float, preset: str, drafter:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="a running app (default: start app.py on a free port)")
     parser.add_argument("--pid", type=int, help="the running app's process id, for its memory (with --url)")
     parser.add_argument("--clients", type=int, default=8, help="default 8")

@@ -27,11 +27,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.tools import output_file, run_tool
+from bench.tools import Parser, output_file, run_tool
 from bench.tools.served_app import (
     MemorySampler,
     Page,
-    Parser,
     SetupError,
     app_env,
     check_pid,
@@ -304,7 +303,7 @@ def _is_replay(client, inputs: dict, deadline: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = Parser(description=__doc__.split("\n\n")[0], epilog="Usage examples are in the module docstring: "
+    parser = Parser(prog=f"python -m {__spec__.name}", description=__doc__.split("\n\n")[0], epilog="Usage examples are in the module docstring: "
                                      "python -c 'import bench.tools.workshop; help(bench.tools.workshop)'")
     parser.add_argument("--url", help="a running app (default: start app.py on a free port)")
     parser.add_argument("--pid", type=int, help="the running app's process id, for its memory (with --url)")
