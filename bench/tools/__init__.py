@@ -5,10 +5,14 @@
 - `soak`: clients racing through the queue for minutes, nothing lost, memory bounded;
 - `examples`: the page's examples raced as the page races them;
 - `image`: the Docker image built and run as a Space runs it, its size and start-up;
-- `screenshot`: the README's picture, from the real page.
+- `screenshot`: the README's picture, from the real page;
+- `first_start`: a new user's first start from an empty models folder, its seconds and memory;
+- `cpu_check`: what the open issues still need measured on a CPU class not run on yet, in one command;
+- `cpu_class`: a command run with OpenVINO seeing a smaller CPU class than this one (emulated AVX2).
 
 `served_app` is what they share: the app started on a free port, its page's settings, a race asked for as a click asks;
-here, what every tool's entry point shares: `Parser`, `output_file` (refused at once if it cannot be written) and `run_tool`.
+`interval`, a median's bootstrap interval. Here, what every tool's entry point shares: `Parser`, `output_file`
+(refused at once if it cannot be written) and `run_tool`.
 """
 
 from __future__ import annotations
