@@ -73,7 +73,8 @@ def quiet_input_checks(blocks: gr.Blocks) -> None:
         except ValueError:
             wanted = [getattr(block, "label", None) or type(block).__name__ for block in block_fn.inputs]
             raise gr.Error(f"This event takes {len(wanted)} inputs ({', '.join(map(str, wanted))}), got {len(inputs)}: "
-                           f"send them all, in that order ({INFO}).", print_exception=False) from None
+                           f"send them all, in that order, or name those you set through gradio_client, which fills in the rest ({INFO}).",
+                           print_exception=False) from None
 
     async def preprocess_data(block_fn, inputs, state, explicit_call=False):
         try:
