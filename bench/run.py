@@ -41,13 +41,15 @@ PROMPTS = {  # per target: the prompt sets that show it (the small SmolLM2 write
     None: [HERE / "prompts" / "open-questions.json", HERE / "prompts" / "code-editing.json", HERE / "prompts" / "open-coding.json"],
 }
 DEFAULT_OUT = HERE / "results"
+QUICK_OUT = HERE.parent / "test-artifacts" / "bench"  # a smoke run's results: not for the committed folder
 SELF_INT4 = "self-int4"  # --draft value: the target itself exported with INT4 weights
 PEERS = (GENAI, OPTIMUM)
 SEED = 1234  # sampled runs: prompt i uses SEED + i in every repeat, so repeats time the same tokens
 
 # --quick: a smoke run (one repeat, one prompt per set, a few tokens), for tests and trying options.
-QUICK = dict(repeats=1, max_new_tokens=[8, 16], k=["2", "dynamic"], prompts_per_set=1, cost_repeats=5)
-FULL = dict(repeats=3, max_new_tokens=[40, 100], k=["1", "2", "4", "8", "dynamic"], prompts_per_set=None, cost_repeats=30)
+QUICK = dict(repeats=1, max_new_tokens=[8, 16], k=["2", "dynamic"], prompts_per_set=1, cost_repeats=5, out=QUICK_OUT)
+FULL = dict(repeats=3, max_new_tokens=[40, 100], k=["1", "2", "4", "8", "dynamic"], prompts_per_set=None, cost_repeats=30,
+            out=DEFAULT_OUT)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,12 +81,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "page loads the pair, else 'default': activations rounded to 8 bits on the fly)")
     parser.add_argument("--name", help="results file name, without a folder (default: derived from the target, with -quick "
                         "for --quick)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="results folder (default: bench/results, where the "
-                        "results docs/benchmarks.md cites are kept: a run there replaces its target's files)")
+    parser.add_argument("--out", type=Path, help="results folder (default: bench/results, where the results "
+                        "docs/benchmarks.md cites are kept: a run there replaces its target's files; --quick: test-artifacts/bench)")
     parser.add_argument("--peers", nargs="*", choices=PEERS, default=list(PEERS), help="peers to measure beside ours (default: both)")
     parser.add_argument("--no-peers", action="store_true", help="skip the peers (same as --peers with no names)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 repeat, 1 prompt per set, 8/16 tokens, K 2 and dynamic "
-                        "(and --peer-k, which the peers run, for comparison)")
+                        "(and --peer-k, which the peers run, for comparison), written to test-artifacts/bench")
     parser.add_argument("--cost-repeats", type=int, help="calls per measurement in 'where the time goes' (default 30; --quick 5)")
     return parser
 
@@ -93,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     defaults = QUICK if args.quick else FULL
-    for key in ("repeats", "max_new_tokens", "k", "cost_repeats"):
+    for key in ("repeats", "max_new_tokens", "k", "cost_repeats", "out"):
         if getattr(args, key) is None:
             setattr(args, key, defaults[key])
     previous = signal.signal(signal.SIGINT, _interrupted)

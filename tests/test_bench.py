@@ -368,3 +368,18 @@ def test_a_verdict_by_less_than_a_percent_says_by_how_much():
     assert _verdict({"met": False, "margin": -0.002}) == "**missed** by 0.2%"
     assert _verdict({"met": True, "margin": 0.0}) == "**met**"
     assert _verdict({"met": True, "margin": 0.25}) == "**met** (+25%)"
+
+
+def test_a_smoke_run_writes_outside_the_committed_results(monkeypatch, capsys):
+    """bench/results holds the runs docs/benchmarks.md cites; --quick goes to the git-ignored test-artifacts."""
+    from bench import run as bench
+
+    chosen = []
+
+    def plan(args, *_):
+        chosen.append(args.out)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(bench, "make_plan", plan)
+    assert bench.main(["--quick"]) == 2 and bench.main([]) == 2
+    assert chosen == [bench.QUICK_OUT, bench.DEFAULT_OUT] and chosen[0].parent.name == "test-artifacts"
