@@ -45,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.results:
         try:
             rewrite(path)
-        except (OSError, ValueError, KeyError, TypeError) as error:
+        except KeyError as error:  # a JSON file, but not one python -m bench wrote
+            print(f"[bench.rewrite] cannot rewrite {path}: not a results file of python -m bench (it has no {error} field)",
+                  file=sys.stderr)
+            return 1
+        except (OSError, ValueError, TypeError) as error:
             print(f"[bench.rewrite] cannot rewrite {path}: {error}", file=sys.stderr)
             return 1
     return 0

@@ -383,3 +383,11 @@ def test_a_smoke_run_writes_outside_the_committed_results(monkeypatch, capsys):
     monkeypatch.setattr(bench, "make_plan", plan)
     assert bench.main(["--quick"]) == 2 and bench.main([]) == 2
     assert chosen == [bench.QUICK_OUT, bench.DEFAULT_OUT] and chosen[0].parent.name == "test-artifacts"
+
+
+def test_rewriting_a_file_the_benchmark_did_not_write_says_so(tmp_path, capsys):
+    from bench.rewrite import main as rewrite
+
+    (tmp_path / "prompts.json").write_text('{"name": "open", "kind": "open", "prompts": []}')
+    assert rewrite([str(tmp_path / "prompts.json")]) == 1
+    assert "not a results file of python -m bench (it has no 'settings' field)" in capsys.readouterr().err
