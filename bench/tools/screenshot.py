@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop_app(server)
+    log.unlink(missing_ok=True)  # kept only where something went wrong, for the error that names it
     print(f"{args.out}: {the_page.preset}, {label!r}, {said}")
     return 0
 

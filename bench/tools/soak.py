@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
             args.url, args.pid = check_url(args.url), check_pid(args.pid)
         except SetupError as error:
             parser.error(str(error))
-    server = None
+    server = log = None
     if args.url is None:
         port = _free_port()
         log = Path(os.environ.get("TMPDIR", "/tmp")) / f"soak-app-{port}.log"
@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                       args.sample_seconds)
     finally:
         stop_app(server)
+    if log is not None and not result["lost"]:
+        log.unlink(missing_ok=True)  # kept where something went wrong, to read why
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
