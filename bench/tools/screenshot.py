@@ -88,9 +88,6 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     finally:
         stop_app(server)
     log.unlink(missing_ok=True)  # kept only where something went wrong, for the error that names it

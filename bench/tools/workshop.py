@@ -359,9 +359,6 @@ def main(argv: list[str] | None = None) -> int:
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     finally:
         stop_app(server)
     goals = targets(result, args.memory_growth_mib)
