@@ -6,7 +6,6 @@ something new (decode speed-ups, say), committed runs get it without being measu
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from bench.plan import BenchPlan, Draft, PromptSet, Setting
 from bench.records import read_records
 from bench.report import derive
 from bench.run import write_outputs
+from bench.tools import Parser
 
 _DERIVED = ("index", "method", "label")  # settings' keys written for readers, not Setting fields
 
@@ -39,7 +39,7 @@ def rewrite(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.rewrite", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m bench.rewrite", description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", type=Path, help="results JSON files written by python -m bench")
     args = parser.parse_args(argv)
     for path in args.results:

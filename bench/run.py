@@ -31,6 +31,7 @@ from pathlib import Path
 from bench.plan import GENAI, OPTIMUM, BenchPlan, Draft, build_plan, load_prompt_sets
 from bench.records import Measurement, Record
 from bench.report import derive, markdown, plot
+from bench.tools import Parser
 from bench.workers import Worker, WorkerError, kill_all
 from spec.config import DRAFT_VOCABULARY, ModelKey
 from spec.models.embedded import QUICK_REF
@@ -53,7 +54,7 @@ FULL = dict(repeats=3, max_new_tokens=[40, 100], k=["1", "2", "4", "8", "dynamic
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", help="target model reference (default: embedded:Qwen2.5-Coder-1.5B-Instruct)")
     parser.add_argument("--draft", nargs="*", help=f"draft model references; {SELF_INT4!r} is the target exported at INT4 "
                         f"(default: embedded:Qwen2.5-Coder-0.5B-Instruct for the default target, {SELF_INT4} for SmolLM2, none "

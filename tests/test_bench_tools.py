@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -63,3 +64,13 @@ def test_stopping_the_app_ends_what_it_left_running():
     finally:
         with contextlib.suppress(OSError):
             os.killpg(leader.pid, signal.SIGKILL)
+
+
+def test_every_bench_command_refuses_a_bad_option_in_one_line():
+    """`python -m bench`, its tools and its studies parse with bench.tools.Parser: one line, no usage dump."""
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    plain = [str(path.relative_to(bench.parent)) for path in sorted(bench.rglob("*.py"))
+             if "argparse.ArgumentParser(" in path.read_text()]
+    assert plain == [], f"use bench.tools.Parser in {plain}"
+    done = subprocess.run([sys.executable, "-m", "bench", "--bogus"], cwd=bench.parent, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip() == "error: unrecognized arguments: --bogus (see --help)"

@@ -10,12 +10,13 @@ bench.tools.cpu_class to see another class's kernels.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from bench.tools import Parser
 
 WIDTHS = (1, 2, 3, 4, 5, 6, 7, 9, 13, 17, 33)  # calibration's
 _CONTEXT, _CALLS, _ROUNDS = 40, 5, 6
@@ -23,7 +24,7 @@ _STEADY_FROM = 2  # calls from this one on are the width's steady calls
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.after_switch", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.after_switch", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True,
                         help="write {cpu, ms: {width: [each call]}, of_steady: {width: [each call / steady]}} here as JSON")
     args = parser.parse_args(argv)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from bench.records import read_records
 from bench.studies.curve import measured_curve
+from bench.tools import Parser
 
 SWITCH = 0.15  # steps a call pays right after one of another width (the committed Qwen benchmark: 1→5 and 5→1, 0.15-0.16)
 DRAFT_CALL = 0.15  # a SmolLM2-135M call ÷ a Qwen2.5-Coder-1.5B step (11.4 ms ÷ 77.6 ms, ENVIRONMENT.md)
@@ -39,7 +40,7 @@ TARGET, DRAFT = "embedded:Qwen2.5-Coder-1.5B-Instruct", "embedded:SmolLM2-135M-I
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.calls", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.calls", description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", required=True, help="a prompt-set JSON file, or humaneval[:FIRST-LAST]")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--drafter", nargs="+", default=["prompt-lookup"], choices=("prompt-lookup", "hybrid", "draft-model"))

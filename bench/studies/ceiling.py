@@ -17,7 +17,6 @@ back: the autoregressive run's own time to first token, then its decode time div
 """
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import statistics
@@ -28,6 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from bench.studies.calls import SWITCH
+from bench.tools import Parser
 
 OURS, SUFFIX, ANYWHERE = "ours", "suffix", "anywhere"
 RULES = (OURS, SUFFIX, ANYWHERE)
@@ -162,7 +162,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.ceiling", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.ceiling", description=__doc__.split("\n\n")[0])
     parser.add_argument("results", type=Path, help="a benchmark's JSON (bench/results/NAME.json)")
     parser.add_argument("--json", type=Path, help="also write the per-prompt figures here")
     args = parser.parse_args(argv)

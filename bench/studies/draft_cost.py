@@ -19,13 +19,15 @@ import sys
 import time
 from pathlib import Path
 
+from bench.tools import Parser
+
 PROMPTS = Path(__file__).resolve().parents[1] / "prompts"
 
 
 def main(argv: list[str] | None = None) -> int:
     from spec.config import DRAFT_VOCABULARY
 
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.draft_cost", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.draft_cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", help="target reference (default: embedded:Qwen2.5-Coder-1.5B-Instruct)")
     parser.add_argument("--draft", help="draft reference (default: embedded:Qwen2.5-Coder-0.5B-Instruct)")
     parser.add_argument("--draft-weight-format", nargs="+", default=["int8", "int4"], choices=("int8", "int4"))

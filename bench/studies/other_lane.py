@@ -11,12 +11,13 @@ Run it under bench.tools.cpu_class to see another class's kernels.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from bench.tools import Parser
 
 WIDTHS = (1, 3, 5)  # a step, and the verify calls a round of two and of four drafts makes
 AFTER = ("its own call of that width", "the other cache's call of that width", "the other cache's step", "its own step")
@@ -25,7 +26,7 @@ _CONTEXTS = (60, 80)  # tokens in A's and in B's cache: two lanes are seldom at 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.other_lane", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.other_lane", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="write {cpu, model, ms: {width: {after: median ms}}} here as JSON")
     args = parser.parse_args(argv)
 

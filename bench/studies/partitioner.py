@@ -12,11 +12,11 @@ spends drawing a race's updates). Reports the median and mean seconds of each.
 """
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import statistics
 import time
 
+from bench.tools import Parser
 from spec.models.runtime import compile_model
 
 PARTITIONERS = ("STATIC", "AUTO")
@@ -46,7 +46,7 @@ def timed_calls(cache, width: int, calls: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.partitioner", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.partitioner", description=__doc__.split("\n\n")[0])
     parser.add_argument("--busy-ms", type=float, default=17.0)
     parser.add_argument("--period-ms", type=float, default=250.0)
     parser.add_argument("--rounds", type=int, default=6, help="rounds of 15 calls per width, partitioner and load")

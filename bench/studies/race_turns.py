@@ -10,13 +10,14 @@ draft's catching up (its first reading of the prompt included), which its decode
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import threading
 
+from bench.tools import Parser
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.race_turns", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.race_turns", description=__doc__.split("\n\n")[0])
     parser.add_argument("--example", type=int, default=0, help="which of the page's examples (default 0: the first)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=128)

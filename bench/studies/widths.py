@@ -9,19 +9,20 @@ to see another class's curve from this machine.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
 
+from bench.tools import Parser
+
 WIDTHS = tuple(range(1, 18)) + (20, 21, 24, 25, 32, 33)
 _CONTEXT, _SWITCHES = 40, 5
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.studies.widths", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m bench.studies.widths", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="write {cpu, step_ms, steps, switch} here as JSON")
     args = parser.parse_args(argv)
 
