@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from bench.workers import Family
 from spec.config import (
@@ -19,7 +20,9 @@ from spec.config import (
     PROMPT_LOOKUP as LOOKUP,
     SPECULATIVE as SPEC,
 )
+from spec.decoding.plugins import needs_draft_model
 
+SHIPPED_DRAFTERS = (HYBRID, DRAFT_MODEL, LOOKUP)  # measured in every run; a plug-in of your own only when named (--drafters)
 OPEN, GROUNDED = "open", "grounded"  # prompt-set kinds: answer not in the prompt / answer copies from it
 OURS, GENAI, OPTIMUM = "ours", "openvino-genai", "optimum-intel"
 GENAI_LOOKUP_K = 5  # openvino-genai's prompt lookup drafts this many tokens unless told otherwise
@@ -80,7 +83,7 @@ class Setting:
     def how(self) -> str:
         """Its drafter in words, e.g. "draft self-int4", "prompt lookup", "hybrid (smollm2 + lookup)"."""
         named = {DRAFT_MODEL: f"draft {self.draft}", LOOKUP: "prompt lookup", HYBRID: f"hybrid ({self.draft} + lookup)"}
-        return named.get(self.drafter) or str(self.drafter)  # a plug-in of your own: its name
+        return named.get(self.drafter) or f"{self.drafter}{f' ({self.draft})' if self.draft else ''}"  # a plug-in of your own
 
     @property
     def method(self) -> str:
@@ -143,6 +146,7 @@ def build_plan(
     peer_k: int,
     precision: str,
     exactness: bool = True,
+    plugins: Sequence[str] = (),
 ) -> BenchPlan:
     """Families and settings for one run.
 
@@ -154,13 +158,17 @@ def build_plan(
     Peers decode greedily. Unless `precision` is already f32, every method runs once more at f32
     on every prompt (greedy, largest N), only to check its text equals autoregressive's. Any further
     prompt set (e.g. HumanEval) gets autoregressive, dynamic-K prompt lookup, the hybrids and the
-    peers at every N, greedy.
+    peers at every N, greedy. `plugins`: drafters of your own, each swept as the shipped one it is
+    like (with each draft model as the draft model is, or without one as prompt lookup is), and
+    checked at f32 too. ValueError for one that needs a draft model where the run has none.
     """
-    plan = _PlanBuilder(target_path, drafts, prompt_sets, max_new_tokens, ks, dynamic, sampled, peers, peer_k, precision)
+    plan = _PlanBuilder(target_path, drafts, prompt_sets, max_new_tokens, ks, dynamic, sampled, peers, peer_k, precision, plugins)
     plan.autoregressive()
     for draft in drafts:
         plan.draft_model(draft)
     plan.prompt_lookup()
+    for name in plugins:
+        plan.plugin(name)
     if exactness and precision != "f32":
         plan.exactness_checks()
     if GENAI in peers:
@@ -176,8 +184,10 @@ class _PlanBuilder:
     order they are timed and reported in)."""
 
     def __init__(self, target_path: str, drafts: list[Draft], prompt_sets: list[PromptSet], max_new_tokens: list[int],
-                 ks: list[int], dynamic: bool, sampled: bool, peers: list[str], peer_k: int, precision: str):
+                 ks: list[int], dynamic: bool, sampled: bool, peers: list[str], peer_k: int, precision: str,
+                 plugins: Sequence[str] = ()):
         self.target_path, self.drafts, self.prompt_sets, self.precision = target_path, drafts, prompt_sets, precision
+        self.plugins = list(plugins)
         self.max_new_tokens, self.dynamic, self.sampled, self.peers, self.peer_k = max_new_tokens, dynamic, sampled, peers, peer_k
         self.open_set = next((s.name for s in prompt_sets if s.kind == OPEN), prompt_sets[0].name)
         self.grounded_set = next((s.name for s in prompt_sets if s.kind == GROUNDED), prompt_sets[-1].name)
@@ -256,6 +266,18 @@ class _PlanBuilder:
         """Prompt lookup swept on grounded prompts."""
         self._sweep(self._ours_lookup(), LOOKUP, None, self.grounded_set, self.open_set)
 
+    def plugin(self, name: str) -> None:
+        """A drafter of your own: with each draft model, swept on open prompts as the draft model is;
+        without one, on grounded prompts as prompt lookup is (its own worker, the target alone)."""
+        if not needs_draft_model(name):
+            family = Family(f"ours · {name}", OURS, self.target_path, precision=self.precision)
+            self._sweep(family, name, None, self.grounded_set, self.open_set)
+            return
+        if not self.drafts:
+            raise ValueError(f"the drafter {name!r} drafts with a draft model, and this run has none: give one with --draft")
+        for draft in self.drafts:
+            self._sweep(self._ours_draft(draft), name, draft.label, self.open_set, self.grounded_set)
+
     def exactness_checks(self) -> None:
         """Every method once more at f32 (with the first draft), greedy at the largest N, for its text only."""
         exact = dict(k=self.k_default, dynamic=True, sampled=False, max_new_tokens=self.n_max, exactness=True)
@@ -268,6 +290,10 @@ class _PlanBuilder:
                 if draft:
                     self.add(family, mode=SPEC, drafter=DRAFT_MODEL, draft=draft.label, **exact, prompt_set=prompt_set)
                     self.add(family, mode=SPEC, drafter=HYBRID, draft=draft.label, **exact, prompt_set=prompt_set)
+                for name in self.plugins:
+                    if draft or not needs_draft_model(name):
+                        self.add(family, mode=SPEC, drafter=name, draft=draft.label if needs_draft_model(name) else None,
+                                 **exact, prompt_set=prompt_set)
 
     # --- The peers ---------------------------------------------------------------------------
 

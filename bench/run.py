@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.plan import GENAI, OPTIMUM, BenchPlan, Draft, build_plan, load_prompt_sets
+from bench.plan import GENAI, OPTIMUM, SHIPPED_DRAFTERS, BenchPlan, Draft, build_plan, load_prompt_sets
 from bench.records import Measurement, Record
 from bench.report import derive, markdown, plot
 from bench.tools import Parser
@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--peer-k", type=int, default=4, help="K for the peers' speculative runs (ours runs it too)")
     parser.add_argument("--temperature", type=float, default=0.7, help="temperature of the sampled runs (the paper's 0.7)")
     parser.add_argument("--top-p", type=float, default=1.0, help="top-p of the sampled runs")
+    parser.add_argument("--drafters", nargs="+", default=[], metavar="NAME", help="drafters of your own (registered in "
+                        "spec/decoding/plugins: docs/adding-a-drafter.md) to measure beside the shipped three, swept as the "
+                        "one they are like: with each draft model on open prompts, or without one on grounded prompts")
     parser.add_argument("--no-sampled", action="store_true", help="greedy runs only")
     parser.add_argument("--no-history", action="store_true",
                         help="prompt lookup searches only the prompt and its answer, not the run's answers to other prompts")
@@ -143,6 +146,12 @@ def check_options(args: argparse.Namespace) -> None:
                          num_assistant_tokens=args.peer_k).validate()
     except ValueError as error:  # named by the option typed, not by the engine's setting
         raise ValueError(named_as(error, options)) from None
+    from spec.decoding.plugins import PLUGINS
+
+    for name in args.drafters:
+        if name not in PLUGINS or name in SHIPPED_DRAFTERS:
+            raise ValueError(f"--drafters takes drafters registered beside the shipped three ({', '.join(SHIPPED_DRAFTERS)}, "
+                             f"which always run), got {name!r}; registered: {', '.join(PLUGINS)}")
     if args.name is not None and (not args.name or Path(args.name).name != args.name):
         raise ValueError(f"--name is a file name, without a folder (that is --out), got {args.name!r}")
     try:
@@ -211,6 +220,7 @@ def make_plan(args: argparse.Namespace, ks: list[int], dynamic: bool, prompts_pe
     plan = build_plan(
         _short(target_ref), str(target.path), drafts, prompt_sets, sorted(set(args.max_new_tokens)), ks, dynamic,
         not args.no_sampled, [p for p, _ in peers if _ is None], args.peer_k, target_key.precision, not args.no_exactness,
+        args.drafters,
     )
     plan.notes += [f"{peer} skipped: {why}" for peer, why in peers if why]
     for peer in PEERS:

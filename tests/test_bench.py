@@ -329,6 +329,8 @@ def test_after_switch_times_each_call_after_a_change_of_width(tiny_pairs):
     (["--cost-repeats", "-1"], "--cost-repeats ≥ 1"),
     (["--name", "a/b"], "--name is a file name"),
     (["--out", "OUT/a file"], "cannot be written"),
+    (["--drafters", "toy"], "--drafters takes drafters registered beside the shipped three"),
+    (["--drafters", "hybrid"], "which always run), got 'hybrid'"),
 ])
 def test_a_value_the_run_would_fail_on_is_refused_before_a_model_loads(options, message, tmp_path, monkeypatch, capsys):
     """An hour's run must not end in a traceback over an option it could have read at the start."""
@@ -391,3 +393,33 @@ def test_rewriting_a_file_the_benchmark_did_not_write_says_so(tmp_path, capsys):
     (tmp_path / "prompts.json").write_text('{"name": "open", "kind": "open", "prompts": []}')
     assert rewrite([str(tmp_path / "prompts.json")]) == 1
     assert "not a results file of python -m bench (it has no 'settings' field)" in capsys.readouterr().err
+
+
+def test_a_drafter_of_your_own_is_swept_as_the_shipped_one_it_is_like(monkeypatch):
+    """`--drafters NAME`: a plug-in without a model is swept as prompt lookup, in a worker of its own;
+    one with a draft model as the draft model, beside each draft; both checked at f32."""
+    from types import SimpleNamespace
+
+    from bench.plan import DRAFT_MODEL, LOOKUP, OURS, Draft, PromptSet, build_plan
+    from spec.decoding.plugins import PLUGINS
+
+    monkeypatch.setitem(PLUGINS, "toy", SimpleNamespace(name="toy", needs_draft_model=False))
+    monkeypatch.setitem(PLUGINS, "toy-model", SimpleNamespace(name="toy-model", needs_draft_model=True))
+    sets = [PromptSet("o", "open", "open", (("o1", "x"),)), PromptSet("g", "grounded", "grounded", (("g1", "y"),))]
+    draft = Draft("d", "/d", "a draft", True, None)
+
+    def plan(drafts, plugins):
+        return build_plan("t", "/t", drafts, sets, [8, 16], [2], True, False, [], 2, "default", True, plugins)
+
+    def like(plan, drafter):
+        return [(s.family, s.draft, s.k, s.dynamic, s.max_new_tokens, s.prompt_set, s.exactness)
+                for s in plan.settings if s.engine == OURS and s.drafter == drafter]
+
+    ran = plan([draft], ["toy", "toy-model"])
+    assert [s[1:] for s in like(ran, "toy")] == [s[1:] for s in like(ran, LOOKUP)]
+    assert {s[0] for s in like(ran, "toy") if not s[-1]} == {"ours · toy"}
+    assert [s[1:] for s in like(ran, "toy-model")] == [s[1:] for s in like(ran, DRAFT_MODEL)]
+    assert next(s for s in ran.settings if s.drafter == "toy-model").method == "speculative · toy-model (d) · K=2"
+    assert not any(s.drafter == "toy" for s in plan([draft], []).settings)  # only when named
+    with pytest.raises(ValueError, match="drafts with a draft model, and this run has none"):
+        plan([], ["toy-model"])

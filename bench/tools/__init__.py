@@ -11,8 +11,8 @@
 - `cpu_class`: a command run with OpenVINO seeing a smaller CPU class than this one (emulated AVX2).
 
 `served_app` is what they share: the app started on a free port, its page's settings, a race asked for as a click asks;
-`interval`, a median's bootstrap interval. Here, what every tool's entry point shares: `Parser` (`python -m bench`'s and the studies' too), `output_file`
-(refused at once if it cannot be written) and `run_tool`.
+`interval`, a median's bootstrap interval. Here, what every tool's entry point shares: `Parser`
+(`python -m bench`'s and the studies' too), `output_file` (refused at once if it cannot be written) and `run_tool`.
 """
 
 from __future__ import annotations
