@@ -2,12 +2,15 @@
 Steps; plain decoding unless a draft model or prompt lookup is given; settings as keywords."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import spec
 from spec.config import DRAFT_MODEL, HYBRID, PROMPT_LOOKUP, GenerationConfig, ModelKey
 from spec.decoding.engine import generate, stream
 from spec.decoding.generation import GenerationResult, Step
+from spec.decoding.plugins import PLUGINS
 from spec.models.registry import load_model, model_key
 from tests.conftest import models_dir_at
 
@@ -78,7 +81,7 @@ def test_the_whole_answer_is_what_the_stream_yields_and_each_step_keeps_its_own_
     (dict(max_matching_ngram_size=0), "max_matching_ngram_size must be an integer from 1 to 16, got 0"),
     (dict(mode="speculative"), "unknown generation setting.* mode: the settings are max_new_tokens"),
     (dict(assistant_model=None), "unknown generation setting.* assistant_model"),
-    (dict(drafter="fast"), "drafter must be one of hybrid, draft-model, prompt-lookup, got 'fast'"),
+    (dict(drafter="fast"), re.escape(f"drafter must be one of {', '.join(PLUGINS)}, got 'fast'")),
     (dict(drafter=HYBRID), "the hybrid drafter needs a draft model"),
     (dict(prompt_lookup="yes"), "prompt_lookup must be True or False, got 'yes'"),
     (dict(draft="owner/name"), "draft must be a model from load_model.*'owner/name'"),

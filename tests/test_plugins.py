@@ -2,6 +2,7 @@
 with, raced and offered by every pair without a change anywhere else (docs/adding-a-drafter.md)."""
 from __future__ import annotations
 
+import re
 import threading
 from typing import Sequence
 
@@ -48,6 +49,8 @@ class RepeatLastPlugin:
 
 # --- The one line: its entry in PLUGINS (here for the length of a test) -----------------------------
 
+SHIPPED = tuple(PLUGINS)  # the drafters registered in spec/decoding/plugins/__init__.py, yours included
+
 
 @pytest.fixture
 def repeat_last(monkeypatch):
@@ -83,8 +86,11 @@ def test_every_pair_offers_a_drafter_without_a_model_and_the_engine_checks_it(ti
     _, draft = tiny_pairs["llama"]
     with_draft = next(p for p in PRESETS if p.draft)
     without = next(p for p in PRESETS if not p.draft and p.target)
-    assert with_draft.drafters == (HYBRID, DRAFT_MODEL, PROMPT_LOOKUP, repeat_last)
-    assert without.drafters == (PROMPT_LOOKUP, repeat_last)
+    # Every registered drafter, the new one last; without a draft model, those that need none.
+    offered = tuple(dict.fromkeys((*SHIPPED, repeat_last)))  # the doc's own toy may be registered already
+    assert with_draft.drafters == offered and with_draft.drafters[0] == HYBRID
+    assert without.drafters == tuple(name for name in offered if not PLUGINS[name].needs_draft_model)
+    assert PROMPT_LOOKUP in without.drafters and DRAFT_MODEL not in without.drafters
     assert with_draft.models(repeat_last) == (with_draft.target, None)  # the draft model is not loaded for it
     assert choose_drafter(None, False, repeat_last) == repeat_last
     with pytest.raises(ValueError, match="drafts without a model"):
@@ -106,5 +112,32 @@ def test_the_command_line_drafts_with_a_new_drafter(capsys, repeat_last, tiny_ch
 
 
 def test_an_unknown_drafter_is_named_with_the_ones_there_are():
-    with pytest.raises(ValueError, match="drafter must be one of hybrid, draft-model, prompt-lookup, got 'toy'"):
+    with pytest.raises(ValueError, match=re.escape(f"drafter must be one of {', '.join(SHIPPED)}, got 'toy'")):
         choose_drafter(None, False, "toy")
+
+
+# --- Every registered drafter, shipped or added: the suite tests yours once its line is in PLUGINS ---
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_every_registered_drafter_keeps_greedy_output_the_targets_token_for_token(tiny_pairs, name, arch):
+    target, draft = tiny_pairs[arch]
+    config = GenerationConfig(max_new_tokens=24, num_assistant_tokens=3)
+    plain = generate("The quick brown fox jumps over the quick brown fox", target, config)
+    drafted = generate("The quick brown fox jumps over the quick brown fox", target, config, drafter=name,
+                       draft=draft if PLUGINS[name].needs_draft_model else None)
+    assert drafted.token_ids == plain.token_ids
+    assert drafted.drafter == name and drafted.stats.verify_calls + drafted.stats.plain_steps > 0
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_registered_drafter_races_and_every_pair_that_can_offers_it(tiny_pairs, name):
+    target, draft = tiny_pairs["llama"]
+    needs = PLUGINS[name].needs_draft_model
+    config = GenerationConfig(max_new_tokens=16, num_assistant_tokens=3)
+    final = list(run_race("The quick brown fox", target, draft if needs else None, name, config, threading.Event()))[-1]
+    assert final.phase == RacePhase.DONE and final.speculative.token_ids == final.autoregressive.token_ids
+    for preset in PRESETS:
+        if preset.target:
+            assert (name in preset.drafters) == (preset.draft is not None or not needs), preset.label

@@ -25,7 +25,7 @@ CUSTOM = "Custom pair"
 class Preset:
     label: str  # what the dropdown shows
     target: str | None  # model reference (Hub id, local folder, embedded:<name>); None for the custom pair
-    draft: str | None  # draft-model reference; None means prompt lookup is the only drafter
+    draft: str | None  # draft-model reference; None: only the drafters that need no model (prompt lookup)
     notes: str  # one or two sentences shown under the dropdown (Markdown)
     weight_format: str = INT8  # compression if the engine has to convert a checkpoint
     precision: str = DEFAULT_PRECISION  # F32 pins exact results; the default is faster (activations quantized on the fly)
