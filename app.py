@@ -256,7 +256,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     preset_notes = gr.Markdown(DEFAULT_PRESET.notes)
     with gr.Row(visible=False) as custom_row:
         custom_target = gr.Textbox("", label="Target model", placeholder="owner/name")  # "": optional in the API
-        custom_draft = gr.Textbox("", label="Draft model (optional: without one, the drafters that need none)", placeholder="owner/name")
+        custom_draft = gr.Textbox("", label="Draft model (optional: without one, prompt lookup drafts)", placeholder="owner/name")
     with gr.Accordion("Advanced: K, sampling, seed", open=False):
         with gr.Row():
             k = gr.Slider(*RANGES["k"], value=DEFAULTS["k"], step=1, label="K: tokens each target call verifies")
