@@ -133,6 +133,7 @@ def _interrupted(signum, frame) -> None:
 def check_options(args: argparse.Namespace) -> None:
     """ValueError, naming the option, for a value the run would fail on only once its models are loaded."""
     from spec.config import GenerationConfig, named_as
+    from spec.decoding.plugins import PLUGINS
 
     if args.repeats < 1 or min(args.max_new_tokens) < 2 or args.cost_repeats < 1:
         raise ValueError(f"need --repeats ≥ 1, --max-new-tokens ≥ 2 and --cost-repeats ≥ 1, got {args.repeats}, "
@@ -146,8 +147,6 @@ def check_options(args: argparse.Namespace) -> None:
                          num_assistant_tokens=args.peer_k).validate()
     except ValueError as error:  # named by the option typed, not by the engine's setting
         raise ValueError(named_as(error, options)) from None
-    from spec.decoding.plugins import PLUGINS
-
     for name in args.drafters:
         if name not in PLUGINS or name in SHIPPED_DRAFTERS:
             raise ValueError(f"--drafters takes drafters registered beside the shipped three ({', '.join(SHIPPED_DRAFTERS)}, "
