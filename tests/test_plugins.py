@@ -49,7 +49,7 @@ class RepeatLastPlugin:
 
 # --- The one line: its entry in PLUGINS (here for the length of a test) -----------------------------
 
-SHIPPED = tuple(PLUGINS)  # the drafters registered in spec/decoding/plugins/__init__.py, yours included
+REGISTERED = tuple(PLUGINS)  # the drafters spec/decoding/plugins/__init__.py registers, the shipped and yours
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_every_pair_offers_a_drafter_without_a_model_and_the_engine_checks_it(ti
     with_draft = next(p for p in PRESETS if p.draft)
     without = next(p for p in PRESETS if not p.draft and p.target)
     # Every registered drafter, the new one last; without a draft model, those that need none.
-    offered = tuple(dict.fromkeys((*SHIPPED, repeat_last)))  # the doc's own toy may be registered already
+    offered = tuple(dict.fromkeys((*REGISTERED, repeat_last)))  # the doc's own toy may be registered already
     assert with_draft.drafters == offered and with_draft.drafters[0] == HYBRID
     assert without.drafters == tuple(name for name in offered if not PLUGINS[name].needs_draft_model)
     assert PROMPT_LOOKUP in without.drafters and DRAFT_MODEL not in without.drafters
@@ -112,14 +112,14 @@ def test_the_command_line_drafts_with_a_new_drafter(capsys, repeat_last, tiny_ch
 
 
 def test_an_unknown_drafter_is_named_with_the_ones_there_are():
-    with pytest.raises(ValueError, match=re.escape(f"drafter must be one of {', '.join(SHIPPED)}, got 'toy'")):
+    with pytest.raises(ValueError, match=re.escape(f"drafter must be one of {', '.join(REGISTERED)}, got 'toy'")):
         choose_drafter(None, False, "toy")
 
 
 # --- Every registered drafter, shipped or added: the suite tests yours once its line is in PLUGINS ---
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", REGISTERED)
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_every_registered_drafter_keeps_greedy_output_the_targets_token_for_token(tiny_pairs, name, arch):
     target, draft = tiny_pairs[arch]
@@ -131,7 +131,7 @@ def test_every_registered_drafter_keeps_greedy_output_the_targets_token_for_toke
     assert drafted.drafter == name and drafted.stats.verify_calls + drafted.stats.plain_steps > 0
 
 
-@pytest.mark.parametrize("name", SHIPPED)
+@pytest.mark.parametrize("name", REGISTERED)
 def test_every_registered_drafter_races_and_every_pair_that_can_offers_it(tiny_pairs, name):
     target, draft = tiny_pairs["llama"]
     needs = PLUGINS[name].needs_draft_model
