@@ -422,7 +422,7 @@ def test_browser_runs_a_race_and_shows_the_result_above_the_fold(served, browser
         page.get_by_label("Target model").fill(str(served.pair.target))
         page.locator("#run").click()  # converted to INT8 on first use, so at the default precision: "Greedy: ..."
         page.locator("#summary").get_by_text("Greedy").wait_for(timeout=180_000)
-        page.get_by_label("Draft model (same tokenizer", exact=False).fill(str(served.pair.draft))
+        page.get_by_label("Draft model (optional", exact=False).fill(str(served.pair.draft))
         page.get_by_label("Draft model", exact=True).wait_for(timeout=5_000)  # offered once a draft is typed
     finally:
         page.close()
