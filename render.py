@@ -438,7 +438,7 @@ both made {MIN_TOKENS_FOR_VERDICT} tokens. Models load before the clocks start.
 **Many visitors, one race.** Each distinct race (pair, prompt, settings, seed) is computed once: asking
 for one that is running joins it; one that ran here before is replayed at its recorded pace, labelled
 as a replay, with a button to race it live. Nothing a viewer does slows the race. Prompts of up to
-{max_prompt_tokens:,} tokens; a race stops after {max_race_seconds:.0f} s; {concurrency} race(s) computed at a time.
+{max_prompt_tokens:,} tokens; a race stops after {max_race_seconds:.0f} s; {'one race' if concurrency == 1 else f'{concurrency} races'} computed at a time.
 """
 
 
