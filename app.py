@@ -58,8 +58,7 @@ DEFAULTS = dict(max_new_tokens=128, k=4, dynamic_k=True, temperature=0.0, top_p=
 
 if S.target:  # SPEC_APP_TARGET / SPEC_APP_DRAFT put a pair of your own first in the list
     PRESETS = (operator_pair(S.target, S.draft, S.weight_format, S.precision), *PRESETS)
-PRESET_BY_LABEL = {preset.label: preset for preset in PRESETS}
-DEFAULT_PRESET = PRESETS[0]
+PRESET_BY_LABEL, DEFAULT_PRESET = {preset.label: preset for preset in PRESETS}, PRESETS[0]
 # While the default pair is prepared for its first use (minutes), the page races on this one.
 QUICK_PRESET = next((p for p in PRESETS if p.target == QUICK_REF), DEFAULT_PRESET)
 # The drafters the page offers, in the order shown; a pair offers those in its Preset.drafters.
@@ -203,8 +202,9 @@ def choose_preset(label: str) -> tuple[gr.Radio, gr.Row, str]:
     return drafter_choices(pair), gr.Row(visible=pair.label == CUSTOM), render.pair_notes(pair, ALLOW_LOCAL_MODELS, unreachable)
 
 
-def custom_draft_typed(label: str, custom_draft: str, current: str) -> gr.Radio:
-    return drafter_choices(PRESET_BY_LABEL.get(label, DEFAULT_PRESET), custom_draft, current)
+def custom_draft_typed(label: str, custom_draft: str, current: str, had_draft: bool) -> tuple[gr.Radio, bool]:
+    """A draft typed into an empty box selects the pair's default (hybrid): lookup was the only choice, not the visitor's."""
+    return drafter_choices(PRESET_BY_LABEL.get(label, DEFAULT_PRESET), custom_draft, current if had_draft else None), bool(custom_draft.strip())
 
 
 # --- Layout -----------------------------------------------------------------------------------
@@ -221,7 +221,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     preparing = gr.HTML(visible=False, elem_id="preparing")
     with gr.Row(equal_height=False, elem_id="top"):
         with gr.Column(scale=5, min_width=320):
-            prompt = gr.Textbox(value=EXAMPLES[0][1], label="Prompt", lines=9, max_lines=16, elem_id="prompt",
+            prompt = gr.Textbox(value=EXAMPLES[0][1], label="Prompt", lines=12, max_lines=12, elem_id="prompt",
                                 placeholder="Paste some code and ask to rename, document, fix or convert it, or ask a question.")
             with gr.Row(elem_id="actions"):
                 run = gr.Button("Race ▶", variant="primary", elem_id="run", scale=0, min_width=110)
@@ -256,7 +256,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     preset_notes = gr.Markdown(DEFAULT_PRESET.notes)
     with gr.Row(visible=False) as custom_row:
         custom_target = gr.Textbox("", label="Target model", placeholder="owner/name")  # "": optional in the API
-        custom_draft = gr.Textbox("", label="Draft model (optional: without one, prompt lookup drafts)", placeholder="owner/name")
+        custom_draft = gr.Textbox("", label="Draft model (optional: leave it empty to draft by lookup alone)", placeholder="owner/name")
     with gr.Accordion("Advanced: K, sampling, seed", open=False):
         with gr.Row():
             k = gr.Slider(*RANGES["k"], value=DEFAULTS["k"], step=1, label="K: tokens each target call verifies")
@@ -294,7 +294,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     stop_button.click(stop, None, None, queue=False, api_name="stop")
     quiet = dict(queue=False, api_visibility="private", show_progress="hidden", preprocess=False)  # each handler checks its own inputs
     preset.change(choose_preset, preset, [drafter, custom_row, preset_notes], **quiet)
-    custom_draft.change(custom_draft_typed, [preset, custom_draft, drafter], drafter, **quiet)
+    custom_draft.change(custom_draft_typed, [preset, custom_draft, drafter, had := gr.State(False)], [drafter, had], **quiet)
     timer = gr.Timer(2.0)
     demo.load(on_load, None, [preset, drafter, custom_row, preset_notes, offline_notice, custom_target, custom_draft],
               **quiet).then(preparation_status, preset, [preparing, timer], **quiet)

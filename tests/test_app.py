@@ -424,6 +424,8 @@ def test_browser_runs_a_race_and_shows_the_result_above_the_fold(served, browser
         page.locator("#summary").get_by_text("Greedy").wait_for(timeout=180_000)
         page.get_by_label("Draft model (optional", exact=False).fill(str(served.pair.draft))
         page.get_by_label("Draft model", exact=True).wait_for(timeout=5_000)  # offered once a draft is typed
+        # and selected as the pair's default, the hybrid: lookup was the only choice, not the visitor's
+        page.get_by_role("radio", name="Hybrid", checked=True).wait_for(timeout=5_000)
     finally:
         page.close()
 
