@@ -106,7 +106,7 @@ def why(ex: Explanation) -> str:
         return ""
     parts = [f"<b>{ex.tokens_per_call:.1f} tokens per target call</b> (autoregressive: 1)"]
     if ex.alpha is not None:
-        parts.append(f"the target keeps a draft with probability α = {ex.alpha:.2f}")
+        parts.append(f"the target keeps a draft, once those before it are kept, with probability α = {ex.alpha:.2f}")
     if ex.verify_cost is not None:
         parts.append(f"a verify call costs <b>{ex.verify_cost:.2f} steps</b> ({_ms(ex.verify_seconds)} vs "
                      f"{_ms(ex.step_seconds)} ms, both measured in this race)")
@@ -438,7 +438,8 @@ both made {MIN_TOKENS_FOR_VERDICT} tokens. Models load before the clocks start.
 **Many visitors, one race.** Each distinct race (pair, prompt, settings, seed) is computed once: asking
 for one that is running joins it; one that ran here before is replayed at its recorded pace, labelled
 as a replay, with a button to race it live. Nothing a viewer does slows the race. Prompts of up to
-{max_prompt_tokens:,} tokens; a race stops after {max_race_seconds:.0f} s; {'one race' if concurrency == 1 else f'{concurrency} races'} computed at a time.
+{max_prompt_tokens:,} tokens; a race stops after {max_race_seconds:.0f} s;
+{'one race' if concurrency == 1 else f'{concurrency} races'} computed at a time.
 """
 
 
