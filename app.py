@@ -202,9 +202,9 @@ def choose_preset(label: str) -> tuple[gr.Radio, gr.Row, str]:
     return drafter_choices(pair), gr.Row(visible=pair.label == CUSTOM), render.pair_notes(pair, ALLOW_LOCAL_MODELS, unreachable)
 
 
-def custom_draft_typed(label: str, custom_draft: str, current: str, had_draft: bool) -> tuple[gr.Radio, bool]:
+def custom_draft_typed(label: str, draft: str, current: str, had_draft: bool) -> tuple[gr.Radio, bool]:
     """A draft typed into an empty box selects the pair's default (hybrid): lookup was the only choice, not the visitor's."""
-    return drafter_choices(PRESET_BY_LABEL.get(label, DEFAULT_PRESET), custom_draft, current if had_draft else None), bool(custom_draft.strip())
+    return drafter_choices(PRESET_BY_LABEL.get(label, DEFAULT_PRESET), draft, current if had_draft else None), bool((draft or "").strip())
 
 
 # --- Layout -----------------------------------------------------------------------------------
