@@ -120,12 +120,12 @@ def race(prompt: str, preset_label: str, custom_target: str, custom_draft: str, 
             raise gr.Error(message, print_exception=False) from None
         try:
             with outputs.routing(shown, page_streams if streamed else None, cancel) as route:
-                watch_id, first = next(_watches), True
+                watch_id, first, raced = next(_watches), True, render.raced_on(pair, wanted)
                 for view in watch(recording, how, scheduler.place, cancel, S.update_seconds):
                     if view.phase == RacePhase.FAILED:
                         view.error = readable(view.error or "", pair, ALLOW_LOCAL_MODELS)
                     update = render.outputs(view, wanted.config, drafter, pair.precision == F32, LIMITS.max_race_seconds,
-                                            first, watch_id)
+                                            first, watch_id, raced)
                     if (routed := route(update, view.phase.ended)) is not None:
                         yield routed
                     first = first and view.phase in (RacePhase.WAITING, RacePhase.LOADING)  # the panes reset with the first tokens

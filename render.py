@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import segno
 
-from spec.config import AUTOREGRESSIVE, SPECULATIVE, GenerationConfig
+from spec.config import AUTOREGRESSIVE, F32, SPECULATIVE, GenerationConfig
 from spec.decoding.metrics import Stats
 from spec.decoding.plugins import PLUGINS
 from spec.serving.audience import short_link
@@ -21,6 +21,7 @@ from spec.serving.numbers import view_numbers
 from spec.serving.phases import RacePhase, Viewing
 from spec.serving.playback import View, replay_label
 from spec.serving.presets import CUSTOM, Preset
+from spec.serving.recording import RaceRequest
 from spec.serving.verdict import CANCELLED, MIN_TOKENS_FOR_VERDICT, OUT_OF_TIME, REPLACED, Explanation, Verdict, explain
 
 KIND_LABELS = {  # the speculative pane's colours: (legend label, what it means)
@@ -248,8 +249,8 @@ def summary(message: str, kind: str = "info") -> str:
     return f'<div class="summary summary-{kind}">{message}</div>'
 
 
-def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, precision_is_exact: bool) -> str:
-    """The summary under the panes: how fast each decoded, and whether the texts agree."""
+def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, precision_is_exact: bool, raced: str = "") -> str:
+    """The summary under the panes: what raced (`raced`, markup), how fast each decoded, and whether the texts agree."""
     if ar.stats.new_tokens == 0 and sp.stats.new_tokens == 0:
         speed = "No tokens were generated, so there is no speed to compare."
     else:
@@ -270,7 +271,19 @@ def verdict(result: Verdict, ar: Lane, sp: Lane, config: GenerationConfig, preci
         same = f"Greedy: the texts <b>differ</b> from token {result.first_difference + 1} on."
         if not precision_is_exact:
             same += " " + DIFFER_AT_DEFAULT
-    return summary(f"{speed}<br>{same}", "done")
+    return summary(f"{raced}{speed}<br>{same}", "done")
+
+
+def raced_on(pair: Preset, request: RaceRequest) -> str:
+    """What raced, as the summary names it: the pair (a custom one by its models), the drafter, and Exact if ticked."""
+    models = (request.target.ref, request.draft.ref if request.draft else None)
+    name = pair.label if pair.label != CUSTOM else " + ".join(ref for ref in models if ref)
+    words = PLUGINS[request.drafter].words if request.drafter in PLUGINS else "a draft model"
+    return f"{name}, speculative with {words}" + (f", {EXACT_LABEL}" if pair.precision == F32 else "")
+
+
+def _raced(raced: str) -> str:
+    return f'<span class="raced">{html.escape(raced)}.</span> ' if raced else ""
 
 
 LANES = {AUTOREGRESSIVE: "ar", SPECULATIVE: "sp"}  # the feed's short names, as app.js reads them
@@ -339,9 +352,10 @@ class PageUpdate(NamedTuple):
 
 
 def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exact: bool, time_limit: float | None,
-            first: bool = False, watch_id: int = 0) -> PageUpdate:
+            first: bool = False, watch_id: int = 0, raced: str = "") -> PageUpdate:
     """What one view of a race changes on the page. While a race waits or loads, the previous race
-    stays on screen; a failure says its sentence next to Race."""
+    stays on screen; a failure says its sentence next to Race. `raced` (`raced_on`) names the pair in
+    the summary: the dropdown may show another by then."""
     live_button = view.how == Viewing.REPLAY  # the "race it live" button shows beside a replay
     if view.phase == RacePhase.FAILED:
         return PageUpdate(status(html.escape(view.error or ""), "error"), numbers=view_numbers(view), race_it_live=live_button)
@@ -358,10 +372,10 @@ def outputs(view: View, config: GenerationConfig, drafter: str, precision_is_exa
     ex = explain(ar.stats, sp.stats, config.num_assistant_tokens)
     ended = view.phase.ended
     if not ended:
-        message = summary(f"Racing… autoregressive {ar.stats.new_tokens} tokens, speculative {sp.stats.new_tokens} tokens "
+        message = summary(f"{_raced(raced)}Racing… autoregressive {ar.stats.new_tokens} tokens, speculative {sp.stats.new_tokens} tokens "
                           f"(after {ar.seconds:.2f} s and {sp.seconds:.2f} s of compute).")
     else:
-        message = verdict(view.verdict, ar, sp, config, precision_is_exact)
+        message = verdict(view.verdict, ar, sp, config, precision_is_exact, _raced(raced))
     if not (ended or view.details):  # new tokens only; the numbers beside them follow at a slower rate
         return PageUpdate(_status(view, time_limit), feed=feed(view, first, watch_id, config.max_new_tokens),
                           race_it_live=live_button if first else None)

@@ -8,12 +8,13 @@ import re
 from pathlib import Path
 
 import render
-from spec.config import AUTOREGRESSIVE, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig
+from spec.config import AUTOREGRESSIVE, F32, HYBRID, PROMPT_LOOKUP, SPECULATIVE, GenerationConfig, ModelKey
 from spec.decoding.metrics import Stats
 from spec.serving.lanes import Lane
 from spec.serving.phases import RacePhase, Viewing
 from spec.serving.playback import View
-from spec.serving.recording import Frame, Recording
+from spec.serving.presets import CUSTOM, PRESETS, Preset
+from spec.serving.recording import Frame, RaceRequest, Recording
 from spec.serving.verdict import MIN_TOKENS_FOR_VERDICT, explain, verdict
 
 APP_JS = (Path(__file__).resolve().parents[1] / "app.js").read_text()
@@ -157,3 +158,19 @@ def test_the_page_gets_one_output_carrying_each_changed_element_by_its_id():
     assert light["feed"] is None and list(light["html"]) == ["status"], "an element an update leaves alone is not sent"
     layout = (Path(__file__).resolve().parents[1] / "app.py").read_text()
     assert all(f'elem_id="{id_}"' in layout for id_ in render.PAGE_IDS.values()), "app.js sets elements by these ids"
+
+
+def test_the_summary_names_what_raced_though_the_dropdown_may_show_another_pair_by_then():
+    preset, config = PRESETS[0], GenerationConfig()
+    lookup = RaceRequest("p", ModelKey(preset.target), None, PROMPT_LOOKUP, config)
+    assert render.raced_on(preset, lookup) == f"{preset.label}, speculative with prompt lookup"
+    custom = Preset(CUSTOM, None, None, "", precision=F32)
+    mine = RaceRequest("p", ModelKey("me/<target>"), ModelKey("me/draft"), HYBRID, config)
+    named = render.raced_on(custom, mine)
+    assert named == f"me/<target> + me/draft, speculative with the hybrid drafter, {render.EXACT_LABEL}"
+    view = _view([("a", "lookup")])
+    assert html.escape(named) in render.outputs(view, config, HYBRID, True, 120, raced=named).summary, "while it races"
+    view.phase = RacePhase.DONE
+    view.verdict = verdict(view.autoregressive, view.speculative, config)
+    done = render.outputs(view, config, HYBRID, True, 120, raced=named).summary
+    assert html.escape(named) in done and "<target>" not in done, "at the end, escaped"
