@@ -220,7 +220,7 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
     gr.Markdown("# Autoregressive vs speculative decoding, on OpenVINO\n" + LEAD, elem_id="intro")
     preparing = gr.HTML(visible=False, elem_id="preparing")
     with gr.Row(equal_height=False, elem_id="top"):
-        with gr.Column(scale=5, min_width=320):
+        with gr.Column(scale=5, min_width=320, elem_id="ask"):
             prompt = gr.Textbox(value=EXAMPLES[0][1], label="Prompt", lines=12, max_lines=12, elem_id="prompt",
                                 placeholder="Paste some code and ask to rename, document, fix or convert it, or ask a question.")
             with gr.Row(elem_id="actions"):
@@ -228,11 +228,11 @@ with gr.Blocks(title="Speculative sampling race on OpenVINO") as demo:
                 stop_button = gr.Button("Stop ■", variant="stop", elem_id="stop", scale=0, min_width=100)
                 live_button = gr.Button("Race it live ↻", elem_id="race-live", scale=0, min_width=140, visible=False)
                 status = gr.HTML(render.status(), elem_id="status", scale=1, min_width=160)
-        with gr.Column(scale=4, min_width=320):
+        with gr.Column(scale=4, min_width=320, elem_id="result"):
             speedup = gr.HTML(render.speedup(None), elem_id="speedup")
             gr.HTML(render.race_chart(), elem_id="race-chart")
     gr.Examples(examples=[[text] for _, text in EXAMPLES], inputs=[prompt], example_labels=[label for label, _ in EXAMPLES],
-                label="Examples for the coding model: prompt lookup shines when the answer copies the prompt")
+                label="Examples for the coding model: prompt lookup shines when the answer copies the prompt", elem_id="examples")
     with gr.Row(equal_height=False, elem_id="panes"):
         with gr.Column(min_width=300):
             gr.HTML('<div class="pane-title">Autoregressive</div><div class="legend">one target call per token</div>')

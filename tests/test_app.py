@@ -605,6 +605,9 @@ def test_phone_width_and_dark_mode_stay_readable(served, browser):
                 page.evaluate("window.scrollTo(0, 0)")
                 assert page.locator("#run").bounding_box()["y"] + 40 < size[1], "Race is below the first screen"
                 assert page.locator("#speedup").bounding_box()["y"] < size[1], "the result starts below the first screen"
+                panes = page.locator("#ar-output").bounding_box()["y"]
+                assert panes < page.locator("#race-chart").bounding_box()["y"] and panes < page.locator("#examples").bounding_box()["y"], \
+                    "on a phone the answers come straight after the speed-up, before the chart and the examples"
                 assert page.locator("#hub-notice").bounding_box() is None or \
                     page.locator("#hub-notice").bounding_box()["y"] > page.locator("#spec-output").bounding_box()["y"]
             prompt_width = page.locator("#prompt textarea").bounding_box()["width"]
