@@ -38,10 +38,10 @@ function draw() {
   state.drawn = false;
   const svg = document.querySelector("#race-chart svg");
   if (!svg) return;
-  const [w, h, left, right, top, bottom] = [380, 190, 36, 10, 10, 32];
+  const [w, h, left, right, top, bottom] = [380, 190, 48, 10, 10, 32];  // left: room for "tokens" beside "512"
   const pw = w - left - right, ph = h - top - bottom;
   const all = [...state.points.ar, ...state.points.sp];
-  const xMax = nice(Math.max(1e-3, ...all.map((p) => p[0])));
+  const xMax = all.length ? nice(Math.max(1e-3, ...all.map((p) => p[0]))) : 1;  // before a race: an empty frame
   const yMax = Math.max(state.max || 1, ...all.map((p) => p[1]));
   const at = (t, n) => `${(left + (pw * t) / xMax).toFixed(1)},${(top + ph * (1 - n / yMax)).toFixed(1)}`;
   let out = "";
@@ -120,3 +120,13 @@ function tokens(update) {
 }
 
 watch("value", show);
+// Before the first race the chart shows its empty frame, up to the tokens the slider asks for,
+// once Gradio has put the chart and the slider on the page (this may run before they are there).
+function frame(tries) {
+  const slider = document.querySelector("#max-new-tokens input[type=number]");
+  if (state.watch !== null) return;
+  if (!slider || !document.querySelector("#race-chart svg")) { if (tries > 0) setTimeout(frame, 250, tries - 1); return; }
+  state.max = Number(slider.value) || 1;
+  draw();
+}
+frame(40);

@@ -389,6 +389,9 @@ def test_browser_runs_a_race_and_shows_the_result_above_the_fold(served, browser
         page.goto(served.url, wait_until="domcontentloaded")
         page.locator("#hub-notice").get_by_text("Not available on this server").wait_for(timeout=10_000)
         assert page.locator("#prompt textarea").input_value().strip(), "the prompt should start with an example"
+        ticks = page.locator("#race-chart svg text")
+        ticks.filter(has_text="128").wait_for(timeout=10_000)  # before any race: the chart's empty frame, up to the slider's tokens
+        assert page.locator("#race-chart svg polyline").count() == 2 and "0.5" in page.locator("#race-chart svg").text_content()
         page.locator("#prompt textarea").fill("The quick brown fox")  # some drafts get accepted
         assert page.get_by_label("Hybrid").is_checked(), "a pair with a draft model races the hybrid by default"
         page.get_by_label("Draft model").check()  # on random tiny models, lookup's guesses rarely hold
