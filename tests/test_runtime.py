@@ -105,6 +105,26 @@ def test_a_finished_generation_hands_its_request_to_the_next_one_empty(tiny_pair
     other.release()
 
 
+def test_a_stream_dropped_before_its_first_step_gives_its_caches_back(tiny_pairs):
+    """A generator never started never runs its `finally`: the caches it borrowed (warm infer
+    requests) must still go back to their pools when it is dropped, as when it ends or is closed."""
+    from spec.decoding.engine import generate, stream
+
+    target, draft = tiny_pairs["llama"]
+    models = {id(m): m for m in (target.model, target.for_rounds()[0], draft.model)}.values()
+    for drafted in ({}, {"draft": draft}):
+        generate("The quick brown fox", target, max_new_tokens=3, **drafted)  # the pools hold warm requests
+        pooled = [len(model._idle) for model in models]
+        steps = stream("The quick brown fox", target, max_new_tokens=3, **drafted)
+        assert [len(model._idle) for model in models] != pooled, "the stream borrowed no cache: the test checks nothing"
+        del steps
+        assert [len(model._idle) for model in models] == pooled, f"dropped unstarted, it kept its caches ({drafted or 'plain'})"
+        finished = stream("The quick brown fox", target, max_new_tokens=3, **drafted)
+        list(finished)
+        del finished  # ended, then dropped: given back once, not twice
+        assert [len(model._idle) for model in models] == pooled
+
+
 def test_a_large_generation_gives_its_memory_back_instead_of_pooling_it(tiny_pairs):
     """A long prompt grows the request's state and the model's scratch buffers: neither is kept."""
     from spec.models.runtime import _POOL_MAX_WIDTH

@@ -6,6 +6,7 @@ Used alike by the command line, the race (the Space) and the benchmark. Nothing 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Iterator
 
 import numpy as np
@@ -127,7 +128,6 @@ def stream(
     if chosen is None:
         target_cache = target.model.new_cache()
         return _releasing(autoregressive(target_cache, sampler, generation, cancel), target_cache, None, history, generation)
-    target_cache = target.for_rounds()[0].new_cache()  # compiled as verify rounds run fastest on this machine
     # A draft model's cost is a property of the pair, a verify call's of the target: what dynamic K
     # learned of them carries over to the next generation given the same `learned` (and to the next
     # start, where it keeps them in a file: spec.decoding.kept_pairs). Prompt lookup's acceptance
@@ -139,6 +139,7 @@ def stream(
     if plugin.needs_draft_model:
         pair = learned.pair(target, draft, kind)
     schedule = plugin.schedule(chosen, config, pair, target_memory)
+    target_cache = target.for_rounds()[0].new_cache()  # compiled as verify rounds run fastest on this machine
     steps = speculative(target_cache, chosen, schedule, sampler, generation, cancel, config.max_matching_ngram_size)
     return _releasing(steps, target_cache, chosen, history, generation)
 
@@ -174,14 +175,28 @@ def _releasing(
     steps: Iterator[Step], target_cache, drafter: Drafter | None, history: AnswerHistory | None, generation: Generation,
 ) -> Iterator[Step]:
     """`steps`, then the KV caches (the target's, and the drafter's if it has one) go back to their
-    models' pools: when the generation ends, is closed (Stop, a closed tab) or is dropped. A
-    generation that ran to its end adds its answer to `history`."""
-    try:
-        yield from steps
-        if history is not None and generation.stats.stop_reason != "cancelled":
-            history.add(generation.prompt_ids, generation.token_ids)
-    finally:
-        steps.close()
-        target_cache.release()
-        if drafter is not None:
-            drafter.release()
+    models' pools, once: when the generation ends, is closed (Stop, a closed tab) or is dropped, even
+    before its first step (a generator never started never runs its `finally`: a finalizer does,
+    else the caches' warm infer requests would be lost to the pools). A generation that ran to its
+    end adds its answer to `history`."""
+    given_back = threading.Event()
+
+    def release() -> None:
+        if not given_back.is_set():
+            given_back.set()
+            target_cache.release()
+            if drafter is not None:
+                drafter.release()
+
+    def run() -> Iterator[Step]:
+        try:
+            yield from steps
+            if history is not None and generation.stats.stop_reason != "cancelled":
+                history.add(generation.prompt_ids, generation.token_ids)
+        finally:
+            steps.close()
+            release()
+
+    running = run()
+    weakref.finalize(running, release)
+    return running
