@@ -162,7 +162,9 @@ class CompiledLM:
         # reusing one skips the allocations a new request makes while its cache grows
         # (openvino-genai keeps one request for its lifetime).
         self._idle: list[ov.InferRequest] = []
-        self._idle_lock = threading.Lock()
+        # Reentrant: a dropped stream gives its caches back from a finalizer, which the garbage
+        # collector may run in a thread already holding it.
+        self._idle_lock = threading.RLock()
         self._grown = False  # a large call made the model's scratch memory grow: give it back when idle
         # Calls so far through any of its caches, and the last one's input width: its requests share
         # the CPU plugin's prepared shapes, so a call right after another cache's of another width
