@@ -77,6 +77,7 @@ def run_race(
         result = verdict(ar, sp, config, OUT_OF_TIME if out_of_time else None)
         yield RaceUpdate(RacePhase.STOPPED if result.stopped else RacePhase.DONE, ar, sp, verdict=result)
     finally:
-        # Closing frees each generation's KV cache now, also when the visitor left or pressed Stop.
+        # Closing frees each generation's KV cache now, also when the visitor left or pressed Stop (a lane
+        # that never took a step gives its cache back as it is dropped: spec.decoding.engine._releasing).
         ar.steps.close()
         sp.steps.close()
