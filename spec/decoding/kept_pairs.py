@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 FILE = "learned.json"  # in the models folder
 _KEPT = 64  # records kept at most, the most recently kept first: models and machines change
-_FIELDS = tuple(f.name for f in dataclasses.fields(PairMemory) if f.name != "pause")
+_FIELDS = tuple(f.name for f in dataclasses.fields(PairMemory) if f.name not in ("pause", "idle_generations"))
 
 
 def beside_models() -> Path:

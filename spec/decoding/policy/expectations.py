@@ -49,6 +49,7 @@ class PairMemory:
     promised_tokens: float = _PRIOR_YIELD  # over the pair's long record, tokens its rounds were planned to keep ...
     kept_tokens: float = _PRIOR_YIELD  # ... and tokens they kept (the hybrid's yield)
     pause: Pause = field(default_factory=Pause)  # dynamic K's plain steps before the next probe
+    idle_generations: int = 0  # the hybrid's generations in a row without a round of the model (not kept: a start counts afresh)
 
     @property
     def alpha(self) -> float:

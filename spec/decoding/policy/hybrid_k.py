@@ -19,6 +19,11 @@ from spec.decoding.policy.schedule import Round, RoundResult
 _HYBRID_MAX_PAUSE = 64
 # Draft-model rounds between two catch-ups, until this generation has shown its own.
 _PRIOR_RUN = 4.0
+# Generations in a row the draft model may sit out before one probes it though the probe must first
+# read the prompt. Its estimates change only in rounds it drafts and the pair's memory is kept across
+# starts, so a draft call once timed on a busy machine (37 ms where it takes 13) kept it out of every
+# later generation: the 0.5B's open question at 1.0x where it makes 1.6x. A reading costs a few steps.
+_STALE_AFTER = 2
 
 
 class HybridK(LookupK):
@@ -40,7 +45,8 @@ class HybridK(LookupK):
     generation may still write (`budget`), so the model is not brought in for rounds that only tie
     with lookup's or plain steps.
     The model's estimates change only in rounds it drafts, so where lookup has no sure copy it is
-    probed after a pause without it (8 rounds, doubling to 64 while probes confirm it does not pay).
+    probed after a pause without it (8 rounds, doubling to 64 while probes confirm it does not pay),
+    once it has read the prompt, or even before where it sat out the pair's last generations.
     Its rounds are chosen where they look best, so the tokens they were expected to keep are, on
     average, overestimated: they are scaled by what such rounds kept for each token expected, over
     the pair's long record (`PairMemory.yielded`). That matters where its rounds only tie with plain
@@ -67,6 +73,9 @@ class HybridK(LookupK):
         self.run_length: float | None = None  # draft-model rounds between two catch-ups, on average
         self.pause = Pause()  # rounds without the draft model before it is probed: the first pause starts now
         self.pause.start(_HYBRID_MAX_PAUSE)
+        # Its estimates may be stale: probed even before it has read this prompt. Counted until it drafts.
+        self._stale = self.memory.idle_generations >= _STALE_AFTER
+        self.memory.idle_generations += 1
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
@@ -117,9 +126,10 @@ class HybridK(LookupK):
         if plan.source == DRAFT_MODEL:  # chosen on its merits: a short pause again from here
             self.pause.reset()
             self.pause.start(_HYBRID_MAX_PAUSE)
-        elif self.pause.over and self._match[0] < SURE_COPY and not self._prices_prompt():
+        elif self.pause.over and self._match[0] < SURE_COPY and (self._stale or not self._prices_prompt()):
             # A probe refreshes estimates earlier prompts made; before the model has read this prompt it
-            # would cost that whole reading, and its rounds were weighed above at what they cost with it.
+            # would cost that whole reading, and its rounds were weighed above at what they cost with it,
+            # so it waits for the prompt to be read, unless the estimates went generations unrefreshed.
             self._plan = self.probe()
         else:
             self.pause.tick()
@@ -156,6 +166,7 @@ class HybridK(LookupK):
             self._unread += result.accepted + 1
             return
         drafted, accepted, draft_seconds, verify_seconds, catch_up_seconds, draft_calls = result
+        self.memory.idle_generations = 0
         # It read what it missed and its own drafts but the last: what the target kept past those is new.
         self._unread = 1 if accepted < drafted else accepted - drafted + 2
         if catch_up_seconds and self._read_prompt:
