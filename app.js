@@ -7,10 +7,14 @@
 // Runs as gr.HTML's js_on_load: `element`, `props` and `watch` are Gradio's.
 const state = { watch: null, points: { ar: [], sp: [] }, shown: { ar: 0, sp: 0 }, drawn: false, markup: {}, source: null };
 const pane = (lane) => document.querySelector(`.pane[data-lane="${lane}"]`);
+const phone = window.matchMedia("(max-width: 640px)");  // app.css's phone layout
 
 function append(lane, pieces, full) {
   const box = pane(lane);
   if (!box) return;
+  // On a phone a pane scrolls (app.css): it follows the newest tokens unless the visitor scrolled up
+  // to read. Elsewhere panes grow, and their size is not read: that would lay the page out twice.
+  const follow = phone.matches && box.scrollHeight - box.scrollTop - box.clientHeight < 24;
   if (full) {
     if (state.shown[lane] === pieces.length) { box.classList.add("done"); return; }
     box.textContent = "";  // an update was skipped: lay the whole text again
@@ -26,6 +30,7 @@ function append(lane, pieces, full) {
     batch.appendChild(span);
   }
   box.appendChild(batch);
+  if (follow) box.scrollTop = box.scrollHeight;
   state.shown[lane] += pieces.length;
 }
 

@@ -611,6 +611,8 @@ def test_phone_width_and_dark_mode_stay_readable(served, browser):
                 panes = page.locator("#ar-output").bounding_box()["y"]
                 assert panes < page.locator("#race-chart").bounding_box()["y"] and panes < page.locator("#examples").bounding_box()["y"], \
                     "on a phone the answers come straight after the speed-up, before the chart and the examples"
+                assert page.locator("#spec-output").bounding_box()["y"] < page.locator("#ar-stats").bounding_box()["y"], \
+                    "on a phone the two answers come one after the other, their numbers below both"
                 assert page.locator("#hub-notice").bounding_box() is None or \
                     page.locator("#hub-notice").bounding_box()["y"] > page.locator("#spec-output").bounding_box()["y"]
             prompt_width = page.locator("#prompt textarea").bounding_box()["width"]
