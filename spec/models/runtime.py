@@ -189,7 +189,9 @@ class CompiledLM:
     def warm_up(self) -> None:
         """A throwaway prompt-sized call, then a one-token one: a compiled model's first calls pay
         one-off set-up costs, which no generation should be charged. The next cache gets this
-        warm infer request."""
+        warm infer request. Once any call has run, there is nothing left to pay: it returns."""
+        if self.calls:
+            return
         cache = self.new_cache()
         cache.forward(list(range(8)))
         cache.forward([0])

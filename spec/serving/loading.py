@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import weakref
 from typing import Callable
 
 from spec.config import ModelKey
@@ -12,18 +11,12 @@ from spec.models.registry import LoadedModel, ModelRegistry
 from spec.serving.phases import RacePhase
 from spec.serving.race import RaceUpdate
 
-_warmed: weakref.WeakSet = weakref.WeakSet()  # compiled models whose first inference has run
-
 
 def warm_up(model: LoadedModel) -> LoadedModel:
-    """Run a throwaway inference once per compiled model.
-
-    A model's first call pays one-off set-up costs; the race must not charge them to whichever
-    method happens to go first.
-    """
-    if model.model not in _warmed:
-        model.model.warm_up()
-        _warmed.add(model.model)
+    """`model`, its compiled model's first call run: a model's first call pays one-off set-up costs,
+    and the race must not charge them to whichever method happens to go first. load_model already
+    runs it for every model it compiles, so this only makes sure (CompiledLM.warm_up: once)."""
+    model.model.warm_up()
     return model
 
 
