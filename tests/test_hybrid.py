@@ -213,33 +213,75 @@ def test_a_draft_model_that_looked_poor_is_probed_again_where_lookup_has_no_copy
     assert plans_until_the_model_drafts(copying, COPYING, limit=100) == 100  # a sure copy is never interrupted
 
 
-def test_a_draft_model_kept_out_by_a_stale_estimate_is_probed_within_a_few_generations():
+def test_a_draft_model_kept_out_by_a_stale_cost_is_timed_afresh_once_a_bare_call_shows_it():
     """Before the model has read a generation's prompt, a probe waits: it would cost that reading.
     But the model's estimates change only in rounds it drafts, and the pair's memory outlives each
-    generation (and a restart), so a draft call once timed on a busy machine would keep it out of
-    every generation. After two generations without it, the third probes it, reading and all, where
-    that reading is cheap; a dear one waits until it costs at most 2% of the generations sat out."""
+    generation (and a restart), so a draft call once timed on a busy machine (37 ms where it takes 13)
+    kept it out of every race. After two generations without it, the next times a bare call: a kept
+    cost over twice that is dropped, and the model's first round times it afresh, as at a first start."""
+    memory = PairMemory(accepted=8.0, rejected=2.0, long_accepted=8.0, long_rejected=2.0, call_seconds=2.0,
+                        read_seconds=0.01)  # drafts well, but its call was timed at 2 steps
 
-    def poor(read_seconds: float) -> PairMemory:  # looks poor and dear, never chosen on merit; its reading is priced
-        return PairMemory(accepted=1.5, rejected=8.5, long_accepted=1.5, long_rejected=8.5, call_seconds=0.3,
-                          read_seconds=read_seconds)
-
-    def generation(memory: PairMemory) -> HybridK:  # 128 tokens at most, a plain step of 1 s
+    def generation() -> HybridK:  # 128 tokens at most, a plain step of 1 s
         schedule = HybridK(4, memory=memory, budget=128)
         schedule.costs.seconds = {1: 1.0, 5: 1.2}
         schedule.costs.switch, schedule._last_width = 0.25, 5
         return schedule
 
-    memory = poor(0.01)
-    assert plans_until_the_model_drafts(generation(memory), NEW_TEXT) == 200, "probed though it has not read the prompt"
-    assert plans_until_the_model_drafts(generation(memory), NEW_TEXT) == 200
-    third = generation(memory)
-    assert plans_until_the_model_drafts(third, NEW_TEXT) == 8, "two generations without it: probed after the first pause"
-    third.observe_round(RoundResult(4, 1, 0.4, 1.2))
-    assert memory.idle_generations == 0, "it drafted: its estimates are fresh, the count starts again"
-    # AVX2 kernels read a prompt in f32: at 0.2 s a token of 48 (9.6 s, 7.5% of a generation), the fifth.
-    dear = poor(0.2)
-    assert [plans_until_the_model_drafts(generation(dear), NEW_TEXT) for _ in range(5)] == [200, 200, 200, 200, 8]
+    assert not memory.refresh_due()
+    assert plans_until_the_model_drafts(generation(), NEW_TEXT) == 200, "probed though it has not read the prompt"
+    assert plans_until_the_model_drafts(generation(), NEW_TEXT) == 200
+    assert memory.refresh_due(), "two generations without it: time a bare call"
+    memory.refresh(1.5)  # a call while drafting costs more than a bare one (sampling): not stale
+    assert memory.call_seconds == 2.0
+    memory.refresh(0.1)
+    assert memory.call_seconds is None, "kept at 20 bare calls: stale"
+    third = generation()
+    assert plans_until_the_model_drafts(third, NEW_TEXT) == 0, "timed afresh by its first round"
+    third.observe_round(RoundResult(4, 3, 0.5, 1.2, catch_up_seconds=0.5, draft_calls=4))
+    assert memory.call_seconds == pytest.approx(0.125) and memory.idle_generations == 0
+
+
+def test_a_draft_model_that_sits_out_is_timed_again_ever_more_rarely():
+    """Where the model rightly sits out (AVX2 kernels, where its rounds only tie), a bare call is
+    timed after 2, 4, 8, ... generations without it, not in every one."""
+    memory = PairMemory()
+    due = []
+    for _ in range(20):
+        due.append(memory.refresh_due())
+        memory.idle_generations += 1
+    assert [n for n, is_due in enumerate(due) if is_due] == [2, 4, 8, 16]
+
+
+def test_the_hybrid_times_a_draft_model_that_sat_out_through_its_empty_cache(tiny_pairs):
+    """The plug-in times the bare call before the generation's first round, on the generation's own
+    draft cache, which it leaves empty: the answer is the same, and a stale kept cost is timed afresh."""
+    from spec.decoding.target_memory import LearnedState
+
+    target, draft = tiny_pairs["llama"]
+    prompt = "one two three four five six one two three four five six one two"
+    config = GenerationConfig(max_new_tokens=24, num_assistant_tokens=4)
+    want = generate(prompt, target, config).token_ids
+    learned = LearnedState()
+    assert generate(prompt, target, config, draft=draft, drafter=HYBRID, learned=learned).token_ids == want
+    memory = learned.pair(target, draft, HYBRID)
+    memory.call_seconds, memory.idle_generations = 100.0, 2  # timed at a dreadful moment, then sat out twice
+    assert generate(prompt, target, config, draft=draft, drafter=HYBRID, learned=learned).token_ids == want
+    assert memory.call_seconds < 1.0  # a tiny model's calls take milliseconds
+
+
+def test_timing_a_bare_call_needs_an_empty_cache_and_leaves_it_empty(tiny_pairs):
+    from spec.decoding.drafters import time_bare_call
+
+    _, draft = tiny_pairs["llama"]
+    cache = draft.model.new_cache()
+    try:
+        assert 0 < time_bare_call(cache) < 1.0 and cache.length == 0
+        cache.forward([1, 2, 3])
+        with pytest.raises(ValueError, match="empty KV cache"):
+            time_bare_call(cache)
+    finally:
+        cache.release()
 
 
 @pytest.mark.parametrize("k", [1, 2, 4, 8])

@@ -117,6 +117,25 @@ class DraftModelDrafter(Drafter):
         self.cache.release()
 
 
+# One-token calls a fresh timing of a draft model makes (time_bare_call): the quickest counts, since
+# a shared host's moments differ.
+_TIMED_CALLS = 3
+
+
+def time_bare_call(cache: "StatefulLM") -> float:
+    """Seconds a one-token call of a draft model takes now, timed through its empty `cache` and
+    emptied after (for PairMemory.refresh): the model alone, without a round's sampling."""
+    if cache.length:
+        raise ValueError(f"time_bare_call needs an empty KV cache, got one of {cache.length} tokens")
+    calls = []
+    for token in range(1, _TIMED_CALLS + 1):
+        started = time.perf_counter()
+        cache.forward([token], keep=1)
+        calls.append(time.perf_counter() - started)
+    cache.reset()
+    return min(calls)
+
+
 class PromptLookupDrafter(Drafter):
     """Copies like an editor: what followed the earlier occurrence that matches the context furthest
     back, and right after an edit cut a copy short, the source just past the edited token.

@@ -3,7 +3,7 @@ tokens per second (spec.decoding.policy.HybridK decides)."""
 from __future__ import annotations
 
 from spec.config import HYBRID, GenerationConfig
-from spec.decoding.drafters import HybridDrafter, PromptLookupDrafter
+from spec.decoding.drafters import HybridDrafter, PromptLookupDrafter, time_bare_call
 from spec.decoding.plugins.draft_model import DraftModelPlugin
 from spec.decoding.plugins.plugin import DraftSetup
 from spec.decoding.policy import HybridK, PairMemory, Schedule
@@ -23,5 +23,7 @@ class HybridPlugin:
     def schedule(self, drafter: HybridDrafter, config: GenerationConfig, memory: PairMemory | None,
                  target_memory: TargetMemory | None) -> Schedule:
         costs, yields = (target_memory.call_costs, target_memory.lookup_yields) if target_memory is not None else (None, None)
+        if memory is not None and memory.refresh_due():  # it sat out: is its kept cost what a call costs now?
+            memory.refresh(time_bare_call(drafter.model.cache))
         return HybridK(config.num_assistant_tokens, config.dynamic_k, memory, config.max_matching_ngram_size,
                        drafter.lookup, costs, config.max_new_tokens, yields)

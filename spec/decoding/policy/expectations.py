@@ -15,6 +15,14 @@ _PRIOR_YIELD = 12.0  # tokens of prior, kept as expected (about four rounds): on
 # promises, since it moves only in rounds the model drafts, and a slump on one prompt must not price
 # out for good a model whose rounds pay by far elsewhere.
 LEAST_YIELD = 0.75
+# A hybrid's draft model that sits out keeps the call cost it was last timed at: a moment on a busy
+# machine (a draft call of 37 ms where it takes 13) kept it out of every race that followed. So after
+# the pair's generations without it, the next first times a bare call (after 2, 4, 8, ... such
+# generations: rarely, where it rightly sits out), and a kept cost over _STALE_FACTOR times that is
+# dropped, so the model is timed afresh, as at a first start. Its calls while drafting cost 1.2-1.45
+# bare ones (sampling over its head; AMD EPYC Zen 5, its own kernels and emulated AVX2).
+_REFRESH_AFTER = 2
+_STALE_FACTOR = 2.0
 
 
 def expected_tokens(alpha: float, n: int) -> float:
@@ -85,6 +93,18 @@ class PairMemory:
     def round_seconds(self, n: int) -> float:
         """Seconds a draft model takes to draft n tokens (call_seconds must be measured)."""
         return (n + self.extra_calls) * self.call_seconds
+
+    def refresh_due(self) -> bool:
+        """Whether this generation should first time a bare call of the model (`refresh`): after
+        _REFRESH_AFTER, then twice as many, generations in a row without its rounds."""
+        n = self.idle_generations
+        return n >= _REFRESH_AFTER and n & (n - 1) == 0
+
+    def refresh(self, call_seconds: float) -> None:
+        """A bare one-token call of the model takes `call_seconds` now: a kept cost far above it is
+        stale, and dropped (the schedule then times the model with its next round)."""
+        if self.call_seconds is not None and self.call_seconds > _STALE_FACTOR * call_seconds:
+            self.call_seconds = None
 
     def observe_drafting(self, drafted: int, calls: int, seconds: float) -> None:
         """Learn from a round whose drafter made `drafted` tokens in `calls` model calls taking `seconds`,

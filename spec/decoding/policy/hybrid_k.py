@@ -9,7 +9,7 @@ from spec.decoding.policy.costs import CallCosts
 from spec.decoding.policy.decay import DECAY, decayed_average
 from spec.decoding.policy.expectations import LookupYields, PairMemory
 from spec.decoding.policy.lookup_k import SURE_COPY, LookupK, lookup_state
-from spec.decoding.policy.pause import PROBE_SHARE, Pause
+from spec.decoding.policy.pause import Pause
 from spec.decoding.policy.schedule import Round, RoundResult
 
 # The hybrid probes the draft model again where lookup has no sure copy after FIRST_PAUSE rounds
@@ -19,13 +19,6 @@ from spec.decoding.policy.schedule import Round, RoundResult
 _HYBRID_MAX_PAUSE = 64
 # Draft-model rounds between two catch-ups, until this generation has shown its own.
 _PRIOR_RUN = 4.0
-# Generations in a row the draft model sits out at least before one probes it though the probe must
-# first read the prompt. Its estimates change only in rounds it drafts and the pair's memory is kept
-# across starts, so a draft call once timed on a busy machine (37 ms where it takes 13) kept it out of
-# the races that followed: the 0.5B's open question at 1.0x where it makes 1.6x. Such a probe waits
-# until the reading is at most PROBE_SHARE of the generations sat out: on AVX2 kernels a prompt is
-# read in f32, 0.5-1 s of a 5-6 s decode.
-_STALE_AFTER = 2
 
 
 class HybridK(LookupK):
@@ -48,7 +41,9 @@ class HybridK(LookupK):
     with lookup's or plain steps.
     The model's estimates change only in rounds it drafts, so where lookup has no sure copy it is
     probed after a pause without it (8 rounds, doubling to 64 while probes confirm it does not pay),
-    once it has read the prompt, or even before where it sat out the pair's last generations.
+    once it has read the prompt. Where it sat out the pair's last generations, the generation first
+    times a bare call, and a kept call cost far above it is dropped, so the model is timed afresh
+    (`PairMemory.refresh`, done by the hybrid's plug-in, which holds the model).
     Its rounds are chosen where they look best, so the tokens they were expected to keep are, on
     average, overestimated: they are scaled by what such rounds kept for each token expected, over
     the pair's long record (`PairMemory.yielded`). That matters where its rounds only tie with plain
@@ -75,8 +70,7 @@ class HybridK(LookupK):
         self.run_length: float | None = None  # draft-model rounds between two catch-ups, on average
         self.pause = Pause()  # rounds without the draft model before it is probed: the first pause starts now
         self.pause.start(_HYBRID_MAX_PAUSE)
-        self._sat_out = self.memory.idle_generations  # generations before this one without it (see `_stale`)
-        self.memory.idle_generations += 1  # this one too, until it drafts
+        self.memory.idle_generations += 1  # this one too, until it drafts (PairMemory.refresh_due)
 
     def rates(self, key: int, available: int) -> dict[Round, float]:
         rates = super().rates(key, available)
@@ -113,14 +107,6 @@ class HybridK(LookupK):
         """Whether the draft model's next round reads the prompt first, and that reading has a price."""
         return not self._read_prompt and self.memory.read_seconds is not None and self.budget is not None
 
-    def _stale(self) -> bool:
-        """Whether the model's estimates went unrefreshed long enough to probe it before it has read the
-        prompt: _STALE_AFTER generations at least, and the reading at most PROBE_SHARE of their time."""
-        if self._sat_out < _STALE_AFTER or not self.costs.seconds:  # untimed steps: no seconds to weigh the reading against
-            return False
-        reading = self.memory.read_seconds * self._context
-        return reading <= PROBE_SHARE * self._sat_out * self.budget * self.costs.steady(1)
-
     def next_round(self, context: Sequence[int]) -> Round:
         self._context = len(context)
         if self._prompt is None:
@@ -135,10 +121,9 @@ class HybridK(LookupK):
         if plan.source == DRAFT_MODEL:  # chosen on its merits: a short pause again from here
             self.pause.reset()
             self.pause.start(_HYBRID_MAX_PAUSE)
-        elif self.pause.over and self._match[0] < SURE_COPY and (not self._prices_prompt() or self._stale()):
+        elif self.pause.over and self._match[0] < SURE_COPY and not self._prices_prompt():
             # A probe refreshes estimates earlier prompts made; before the model has read this prompt it
-            # would cost that whole reading, and its rounds were weighed above at what they cost with it,
-            # so it waits for the prompt to be read, unless the estimates went generations unrefreshed.
+            # would cost that whole reading, and its rounds were weighed above at what they cost with it.
             self._plan = self.probe()
         else:
             self.pause.tick()

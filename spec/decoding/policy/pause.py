@@ -8,17 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Rounds before probing again, doubling while probes confirm that drafting does not pay, up to a
-# pause that keeps probes within PROBE_SHARE of the time: a probe can be dear (the draft catches up
+# pause that keeps probes within _PROBE_SHARE of the time: a probe can be dear (the draft catches up
 # on all it missed, and the target's input width changes twice), but a draft that catches up cheaply
 # would only miss rounds that pay during a long pause.
 FIRST_PAUSE, _MIN_MAX_PAUSE, _MAX_PAUSE = 8, 32, 512
-PROBE_SHARE = 0.02
+_PROBE_SHARE = 0.02
 
 
 def longest_pause(probe_steps: float | None) -> int:
     """The longest pause for a draft whose probe costs `probe_steps` plain steps (None: not timed):
-    long enough that probes take about PROBE_SHARE of the time."""
-    return int(_MAX_PAUSE if probe_steps is None else min(_MAX_PAUSE, max(_MIN_MAX_PAUSE, probe_steps / PROBE_SHARE)))
+    long enough that probes take about _PROBE_SHARE of the time."""
+    return int(_MAX_PAUSE if probe_steps is None else min(_MAX_PAUSE, max(_MIN_MAX_PAUSE, probe_steps / _PROBE_SHARE)))
 
 
 @dataclass
