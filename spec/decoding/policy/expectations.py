@@ -20,7 +20,8 @@ LEAST_YIELD = 0.75
 # the pair's generations without it, the next first times a bare call (after 2, 4, 8, ... such
 # generations: rarely, where it rightly sits out), and a kept cost over _STALE_FACTOR times that is
 # dropped, so the model is timed afresh, as at a first start. Its calls while drafting cost 1.2-1.45
-# bare ones (sampling over its head; AMD EPYC Zen 5, its own kernels and emulated AVX2).
+# bare ones (sampling over its head; AMD EPYC Zen 5, its own kernels and emulated AVX2), 1.2-1.56
+# for a draft across tokenizers (re-encoding too).
 _REFRESH_AFTER = 2
 _STALE_FACTOR = 2.0
 
