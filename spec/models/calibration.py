@@ -43,22 +43,21 @@ CALIBRATED_WIDTHS = (1, 2, 3, 4, 5, 6, 7, 9, 13, 17, 33)
 _CONTEXT = 40  # tokens in the cache while timing: a short prompt, as in a race's first rounds
 _REPEATS = 3  # timed calls per width in each of its two runs (medians)
 # Calls at least this wide cost two steps or more, and prompt lookup's long copies alone make them:
-# one timed call per run prices them. Timing is most of a first start's wait, and these widths were
-# most of the curve's time (the AVX-512 EPYC: w13, w17 and w33 together 7.6 steps a call).
+# one timed call per run prices them. Timing is most of a first start's wait, and these widths are
+# most of the curve's time (docs/design-notes.md).
 _WIDE = 13
 # So are calls costing at least this many steps and seconds, at any width (on AVX2 kernels from
 # width 5): each lasts long enough that one call a run is timed well, and they are most of a first
 # start's timing.
 _DEAR, _DEAR_SECONDS = 2.0, 0.01
 # Untimed calls at the start of a run: OpenVINO prepares a call of a new shape on its first call.
-# On the Zen 4 EPYC the second is already steady (bench.studies.after_switch: 0.96-1.06 of the later
-# calls, on its own kernels and on AVX2's; the first 0.99-1.24), and every call left out is time a
-# first start waits. On the Zen 5 EPYC a change of width slowed the next two calls (docs/design-notes.md).
-# So each measurement checks: its first two runs time _CHECK_CALLS calls after the untimed one, and
-# where in both the first of them is _SLOW_SECOND times the others' median or more, a run timed once
-# (a wide or dear call, or every call where repeats is 1) lets a second call pass untimed. Two checks,
-# not one: on the Zen 4 one check in four of a steady second call came out slow by chance. A run timed
-# thrice needs none: its median leaves one slow call out.
+# On some CPUs the second call is already steady, on others a change of width slows the next two
+# (bench.studies.after_switch; docs/design-notes.md), and every call left out is time a first start
+# waits. So each measurement checks: its first two runs time _CHECK_CALLS calls after the untimed
+# one, and where in both the first of them is _SLOW_SECOND times the others' median or more, a run
+# timed once (a wide or dear call, or every call where repeats is 1) lets a second call pass
+# untimed. Two checks, not one: a single steady second call can come out slow by chance on a shared
+# host. A run timed thrice needs none: its median leaves one slow call out.
 _SWITCH_CALLS = 1
 _CHECK_CALLS, _CHECKS, _SLOW_SECOND = 3, 2, 1.1
 _FILE = "calibration.json"

@@ -1,12 +1,11 @@
 """The draft's weight format, INT4 or INT8, chosen by measurement on the machine that prepares it.
 
 A draft token costs what the draft's compressed matrix multiplications cost, and which compression
-multiplies faster depends on the CPU's kernels. On the AVX-512 EPYC the 0.5B draft's step is 9.6 ms
-at INT4 against 11.5 at INT8; on the AVX2 EPYC its INT4 token cost half a target step, twice its
-share of the bytes the target reads (docs/cpu-classes.md): a dearer draft token is the main reason
-speculation barely paid there. So before the draft is first prepared, eight layers of its shapes are
-laid out each way (random weights as the converter lays them out) and timed (about 3 s), and the
-draft is converted in the quicker format.
+multiplies faster depends on the CPU's kernels: INT4 was the quicker on an AVX-512 CPU, and on an
+AVX2-only one an INT4 draft token cost far more than its share of the bytes the target reads
+(docs/cpu-classes.md), the main reason speculation barely paid there. So before the draft is first
+prepared, eight layers of its shapes are laid out each way (random weights as the converter lays
+them out) and timed (a few seconds), and the draft is converted in the quicker format.
 
 The choice is kept beside the models: in the prepared folder (an image's, made at build time: its
 draft is the one there is) or in the models folder under this machine's name, so the pair is the
@@ -38,9 +37,8 @@ _FILE = "draft-format.json"
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 # Qwen2.5-Coder-0.5B's shapes: hidden 896, MLP 4,864, q/k/v together 1,152 rows. Eight layers, each
 # with weights of its own: 120 MB at INT8 and 60 at INT4, 360 MB for the four copies timed in turns,
-# beyond a CPU's caches as the whole draft's weights are. Two layers (30 MB) stayed in a 32 MB L3
-# on the AVX-512 EPYC and timed INT4 against INT8 as 0.31 against 0.35 ms one after the other, but
-# as a tie in turns; eight layers give 1.5x in either order there, as the whole draft's layers do.
+# beyond a CPU's caches as the whole draft's weights are. Fewer layers can stay in a large L3 and
+# time the formats as a tie where the whole draft's layers do not (docs/cpu-classes.md).
 _HIDDEN, _MLP, _QKV, _LAYERS = 896, 4864, 1152, 8
 _CALLS = 30
 # What the record's seconds were timed on. Records without it were timed on layers whose sums
@@ -151,7 +149,7 @@ def _layers(weight_format: str, held: list[np.ndarray]):
     MLP, each after an RMS norm) with random weights in `weight_format`'s layout: what the draft's
     step spends its time in.
     The values are random integers, not quantized floats: the kernels' speed does not depend on them,
-    and the child then needs no NNCF (1.5 s to import). Every layer holds a copy of its own weights,
+    and the child then needs no NNCF (slow to import). Every layer holds a copy of its own weights,
     so no two layers share memory."""
     import openvino as ov
     from openvino import opset13 as ops

@@ -172,8 +172,8 @@ QWEN_CODER_1_5B = QwenCoder(
         ), Part(16315968, "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a")),
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     ),
-    # On 2 cores of the AVX-512 EPYC (2026-11-26): assembling 2-4 s, converting 15-19 s; more allowed
-    # for slower CPUs. Only the first message uses these: then the time left follows the progress.
+    # Rough guesses, generous for slower CPUs (docs/benchmarks.md has timings). Only the first
+    # message uses these: then the time left follows the progress.
     expected_seconds={"install": 60, "assemble": 8, "export": 30},
 )
 
@@ -196,7 +196,7 @@ QWEN_CODER_0_5B = QwenCoder(
         ), Part(45755264, "b3e606a25823387dcd3f947e0010219802695ce7526dc4f6c97f9234c80511da")),
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     ),
-    expected_seconds={"install": 30, "assemble": 3, "export": 12},  # there: 1 s and 6-7 s
+    expected_seconds={"install": 30, "assemble": 3, "export": 12},
 )
 
 

@@ -42,8 +42,8 @@ READER_ARCHITECTURES = ("llama", "qwen2", "qwen3")  # what openvino-genai's read
 MAX_TENSORS = 2048  # tensor numbers are stored as fp16 scales, exact up to 2048
 ROW_DIGITS = 5  # 4-bit digits that number a row: up to 16**5 rows (a vocabulary of a million)
 # Free memory, in GGUF sizes, for compressing the weights while the reader builds the graph: the
-# reader's child peaks near twice the GGUF's size (the 1.5B: 2.3 GB), the compressed weights reach
-# 1.4 times it at INT8. With less, the two run one after the other, as on a 4 GB machine.
+# reader's child peaks near twice the GGUF's size, the compressed weights reach 1.4 times it at
+# INT8 (docs/design-notes.md). With less, the two run one after the other, as on a 4 GB machine.
 ROOM_TO_OVERLAP = 4
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,7 +168,7 @@ def graph_building(skeleton: Path) -> Iterator[Callable[[], None]]:
     ModelError if it failed; leaving the block any other way kills the child."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
            # The reader allocates and frees small buffers by the million: glibc's per-thread cache
-           # holding more of them takes a quarter off its time (the 1.5B: 7.5 s to 5.7). Ignored elsewhere.
+           # holding more of them takes about a quarter off its time. Ignored elsewhere.
            "GLIBC_TUNABLES": ":".join(filter(None, [os.environ.get("GLIBC_TUNABLES"), "glibc.malloc.tcache_count=65535"]))}
     log = skeleton.with_name("reader.log")  # a file, not a pipe: a child writing to a full pipe nobody reads would stop
     with open(log, "wb") as sink:

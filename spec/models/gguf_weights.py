@@ -88,8 +88,8 @@ def compress(tensor: Tensor, data: np.ndarray, rows: np.ndarray, weight_format: 
     def dequantized(i: int) -> np.ndarray:
         return _dequantize(data[rows[i:i + at_once]], tensor.kind).reshape(-1, columns)
 
-    # The next chunk is dequantized (numpy, one core) while this one is quantized: 14-30% off the
-    # 1.5B's compression on 2 cores. One chunk ahead, never more: the float copy stays two chunks.
+    # The next chunk is dequantized (numpy, one core) while this one is quantized, on the other
+    # core. One chunk ahead, never more: the float copy stays two chunks.
     with ThreadPoolExecutor(1, thread_name_prefix="dequantize") as ahead:
         coming = ahead.submit(dequantized, starts[0]) if starts else None
         for n, i in enumerate(starts):

@@ -250,8 +250,8 @@ def load_model(
             with phase(progress or ignore, f"Compiling {resolved.ref} for {key.device}"):
                 compiled = compile_model(xml, key.precision, key.device, cache_dir, token_ids,
                                          CANDIDATES[tuning.steps] if tuning else None)
-                # Its first call pays a one-off set-up (0.7 s for the 0.5B draft's first 48-token read, on
-                # the Zen 5, then 42 ms), which the first generation would be charged, and learn as its cost.
+                # Its first call pays a one-off set-up, many times a later call's cost, which the first
+                # generation would be charged, and learn as its cost (docs/design-notes.md).
                 compiled.warm_up()
         size = sum(f.stat().st_size for f in resolved.path.glob("*.bin"))
         loaded = LoadedModel(key, resolved, compiled, tokenizer, _eos_token_ids(resolved, tokenizer), size, token_ids,

@@ -38,9 +38,9 @@ CANDIDATES: dict[str, dict[str, str]] = {
 # far, its verify calls were as cheap as the plugin's own or cheaper, and its step level with them.
 FIRST = "groups of 128"
 # Widths timed per candidate, enough to choose between them: a step and every other verify width
-# up to 9, where the schedules' calls lie (w2 and w4 both: the AVX2 EPYC's w4 cost less than its
-# w3). Each is timed once per run of measure_curve, not thrice: timing is most of tuning and grows
-# with a step's cost. The settings chosen then have their whole curve timed in one go
+# up to 9, where the schedules' calls lie (w2 and w4 both: on AVX2 kernels a call of 4 can cost
+# less than one of 3). Each is timed once per run of measure_curve, not thrice: timing is most of
+# tuning and grows with a step's cost. The settings chosen then have their whole curve timed in one go
 # (spec.models.calibration.curve_for), so the schedules never read widths timed minutes apart.
 _WIDTHS = (1, 2, 4, 6, 9)
 _REPEATS = 1
@@ -92,16 +92,15 @@ def _side_by_side(candidates: list[str], xml: Path, device: str, token_ids: np.n
                   cache_dir: Path | None) -> dict[str, CallCurve]:
     """Each of `candidates`' curves (tuning's widths), all compiled at once and taking turns at each
     width (spec.models.calibration.measure_curves): each meets the host's same moments. Timed one
-    after another instead, a candidate timed in a quick moment can beat a faster one (on the
-    AVX-512 EPYC the plugin's own settings once got speculation's copy, though groups of 128 beat
-    them in verify rounds by 13% timed side by side), and a split is kept for good."""
+    after another instead, a candidate timed in a quick moment can beat a faster one, and a split
+    is kept for good (docs/design-notes.md)."""
     models = [compile_model(xml, DEFAULT_PRECISION, device, cache_dir, token_ids, CANDIDATES[candidate]) for candidate in candidates]
     return dict(zip(candidates, measure_curves(models, _WIDTHS, repeats=_REPEATS)))
 
 
 def _room_for_a_split(xml: Path) -> bool:
     """Whether the memory left holds the two copies a split runs with, and one more beside them: on
-    a 4 GB machine the 1.5B's split never does, and checking it cost a tenth of a preparation."""
+    a 4 GB machine the 1.5B's split never does, and timing it there only lengthens a preparation."""
     return available_bytes() >= memory_for_copies(_weights(xml), 2)
 
 
@@ -122,7 +121,7 @@ def tune(xml: Path, folder: Path, token_ids: np.ndarray | None = None, device: s
     `steps_only` for a model that only ever steps (a draft): its one-token step alone is timed.
     `cache_dir`: OpenVINO's compiled-blob cache, where the model is compiled once for all candidates
     (the CPU plugin keeps one blob per model and applies these properties as it reads it back: the
-    candidates after the first, and the chosen one's compile after tuning, read it in 0.5 s).
+    candidates after the first, and the chosen one's compile after tuning, read it back quickly).
 
     Candidates that fail to compile or run here (a CPU without the instructions one needs) are
     left out, and so is one the device applies exactly as an earlier one (its twin: not timed, its
@@ -218,8 +217,8 @@ def _key(xml: Path, device: str, token_ids: np.ndarray | None, settings: dict[st
 
 def _applied(model) -> object | None:
     """What the device applies for the properties the candidates set, read back from a compiled copy
-    (None: it will not say). Two candidates it applies alike run alike: on a CPU without bf16 (the
-    AVX2 EPYC) "groups of 128" and "f32, groups of 128" both compute in f32, so the second is the
+    (None: it will not say). Two candidates it applies alike run alike: on a CPU without bf16 (an
+    AVX2-only one) "groups of 128" and "f32, groups of 128" both compute in f32, so the second is the
     first's twin and is not timed. The KV cache's precision, which the precision can bring along, is
     compared too."""
     return model.applied({"KV_CACHE_PRECISION", *(name for settings in CANDIDATES.values() for name in settings)})

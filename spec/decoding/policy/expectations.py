@@ -15,13 +15,12 @@ _PRIOR_YIELD = 12.0  # tokens of prior, kept as expected (about four rounds): on
 # promises, since it moves only in rounds the model drafts, and a slump on one prompt must not price
 # out for good a model whose rounds pay by far elsewhere.
 LEAST_YIELD = 0.75
-# A hybrid's draft model that sits out keeps the call cost it was last timed at: a moment on a busy
-# machine (a draft call of 37 ms where it takes 13) kept it out of every race that followed. So after
-# the pair's generations without it, the next first times a bare call (after 2, 4, 8, ... such
-# generations: rarely, where it rightly sits out), and a kept cost over _STALE_FACTOR times that is
-# dropped, so the model is timed afresh, as at a first start. Its calls while drafting cost 1.2-1.45
-# bare ones (sampling over its head; AMD EPYC Zen 5, its own kernels and emulated AVX2), 1.2-1.56
-# for a draft across tokenizers (re-encoding too).
+# A hybrid's draft model that sits out keeps the call cost it was last timed at: one slow moment on a
+# busy machine can keep it out of every race that follows. So after the pair's generations without
+# it, the next first times a bare call (after 2, 4, 8, ... such generations: rarely, where it rightly
+# sits out), and a kept cost over _STALE_FACTOR times that is dropped, so the model is timed afresh,
+# as at a first start. A call while drafting costs more than a bare one (sampling over its head, and
+# re-encoding across tokenizers), but well under _STALE_FACTOR of it (docs/design-notes.md).
 _REFRESH_AFTER = 2
 _STALE_FACTOR = 2.0
 

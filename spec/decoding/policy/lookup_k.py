@@ -14,8 +14,8 @@ from spec.decoding.policy.schedule import Round, RoundResult
 SURE_COPY = 2
 # The Ks lookup weighs each round, doubling up to a width of 33 for long copies, and K=3: on AVX2
 # kernels a call's cost jumps from width 4 to 5, so there a call of 4 can cost less than one of 3
-# and one of 5 far more. Every width in between was tried too; on other curves it only added near-ties, which a
-# copy breaking early turns into losses (docs/cpu-classes.md).
+# and one of 5 far more. More widths in between only add near-ties, which a copy breaking early
+# turns into losses (docs/cpu-classes.md).
 LOOKUP_CHOICES = (1, 2, 3, 4, 8, 16, 32)
 
 
