@@ -70,6 +70,25 @@ def test_a_kept_curve_belongs_to_its_machine_and_its_compile_settings(tiny_pairs
     assert kept_curve(tmp_path, key) is None  # a damaged file is measured again, never an error
 
 
+def test_a_curve_timed_on_other_cores_than_its_key_names_is_neither_read_nor_kept(tiny_pairs, tmp_path, monkeypatch):
+    """A curve kept under this machine's key but timed on fewer cores (its calls twice as slow as
+    here) priced every width here at that speed: it is measured again, and such a timing is not kept."""
+    target = tiny_pairs["llama"][0]
+    xml = target.resolved.path / "openvino_model.xml"
+    here = calibration.machine()
+    elsewhere = {**here, "cores": here["cores"] + 1}
+    key = calibration._curve_key(target.model, xml, (1, 2))
+    keep_curve(tmp_path, key, CallCurve({1: 0.02, 2: 0.03}, elsewhere))
+    assert kept_curve(tmp_path, key) is None
+    monkeypatch.setattr(calibration, "measure_curve", lambda model, widths, stopped=None: CallCurve({1: 0.01, 2: 0.012}, here))
+    assert curve_for(target.model, xml, tmp_path, widths=(1, 2)).seconds == {1: 0.01, 2: 0.012}
+    assert kept_curve(tmp_path, key).seconds == {1: 0.01, 2: 0.012}  # measured again here, and kept
+    other_key = calibration._curve_key(target.model, xml, (1, 4))
+    monkeypatch.setattr(calibration, "measure_curve", lambda model, widths, stopped=None: CallCurve({1: 0.02, 4: 0.05}, elsewhere))
+    assert curve_for(target.model, xml, tmp_path, widths=(1, 4)).seconds == {1: 0.02, 4: 0.05}
+    assert other_key not in calibration.read_record(tmp_path / "calibration.json")
+
+
 class _CountingModel:
     """A compiled model's stand-in for timing: each call's (model, width) is appended to `calls`."""
 

@@ -184,14 +184,17 @@ def calibration_key(xml: Path, properties: dict[str, object], extra: str = "") -
 
 
 def kept_curve(folder: Path, key: str) -> CallCurve | None:
-    """The curve kept under `key` in `folder`, or None."""
+    """The curve kept under `key` in `folder`, or None: also where it was timed on another machine
+    than this process has now (say, on fewer cores than the key names: its seconds would misprice
+    every call here), so that it is measured again."""
     entry = read_record(folder / _FILE).get(key)
     if not entry:
         return None
     try:
-        return CallCurve({int(width): float(s) for width, s in entry["seconds"].items()}, entry["machine"])
+        curve = CallCurve({int(width): float(s) for width, s in entry["seconds"].items()}, entry["machine"])
     except (KeyError, TypeError, ValueError):
         return None  # written by another version: measure again
+    return curve if curve.machine == machine() else None
 
 
 def keep_curve(folder: Path, key: str, curve: CallCurve) -> None:
@@ -227,14 +230,15 @@ def curve_for(model: CompiledLM, xml: Path, folder: Path, report: ProgressFn = i
     `report`) and kept there. Every width is timed in the same measurement: widths timed at another
     moment (tuning's) would carry the host's speed then into the curve's shape. Cancelled, keeping
     nothing, once `stopped()` says so."""
-    key = _curve_key(model, xml, widths)
+    key, here = _curve_key(model, xml, widths), machine()
     curve = kept_curve(folder, key)
     if curve is None:
         with timing_alone(folder), phase(report, f"Timing {name}'s calls of each width on this CPU (once per machine)"):
             curve = kept_curve(folder, key)  # another process may have timed it meanwhile
             if curve is None:
                 curve = measure_curve(model, widths, stopped=stopped)
-        keep_curve(folder, key, curve)
+        if curve.machine == here:  # not kept where the timing ran on other cores than the key names
+            keep_curve(folder, key, curve)
     return curve
 
 
