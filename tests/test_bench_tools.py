@@ -74,3 +74,27 @@ def test_every_bench_command_refuses_a_bad_option_in_one_line():
     assert plain == [], f"use bench.tools.Parser in {plain}"
     done = subprocess.run([sys.executable, "-m", "bench", "--bogus"], cwd=bench.parent, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip() == "error: unrecognized arguments: --bogus (see --help)"
+
+
+def test_the_examples_race_only_once_the_pages_scheduler_has_timed_the_models():
+    """Importing app starts the page's scheduler, which times what loading left for later while no
+    race of its own runs; the examples' races run beside it, so they wait for it, not for ever."""
+    from bench.tools.examples import timed_first
+
+    class Registry:
+        def __init__(self, answers):
+            self.answers = answers
+
+        def untimed(self):
+            return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    said = []
+    timing = Registry([["target"], ["target"], []])
+    timed_first(timing, wait=30, say=lambda message, **_: said.append(message))
+    assert timing.answers == [[]] and said == [said[0]] and "times the models' calls" in said[0]
+    said.clear()
+    timed_first(Registry([[]]), say=lambda message, **_: said.append(message))
+    assert said == []
+    stuck = Registry([["target"]])
+    timed_first(stuck, wait=0.2, say=lambda message, **_: said.append(message))
+    assert len(said) == 2 and "racing anyway" in said[1]
