@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("SPEC_APP_PRELOAD", "0")
     sys.path.insert(0, str(REPO))
-    import app  # the page's examples, presets and registry; importing starts no server, but its scheduler's worker
+    import app  # the page's examples, presets and registry; importing starts no server, only its scheduler's worker
     from spec.config import GenerationConfig, named_as
     from spec.decoding.target_memory import LearnedState
     from spec.serving.loading import warm_up
